@@ -1,0 +1,259 @@
+//! `actormq bench store`: an in-process benchmark of the store through its actors (no network).
+//!
+//! C concurrent producers append N messages of S bytes (B messages per append) into a temporary
+//! store with async flush; the run then waits for dispatch and reads every message back through
+//! the ConsumeQueues. It prints msgs/s, MB/s, append latency p50/p99/p999 and, measured in the same
+//! run, the bare rate of copying S bytes into a warm mapping — the ceiling no store can beat.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actormq_core::clock::SystemClock;
+use actormq_core::format::properties::keys;
+use actormq_core::format::record::{body_crc, NewMessage};
+use actormq_core::offset::QueueOffset;
+use actormq_core::store::mapped_file::{MappedFile, Warm};
+use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+
+use crate::store::{Store, StoreParams};
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct StoreBenchArgs {
+    /// Message body size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Total messages to append.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub messages: u64,
+    /// Concurrent producers.
+    #[arg(long, default_value_t = 64)]
+    pub producers: usize,
+    /// Messages per append (one writer mailbox message).
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Queues of the benchmark topic.
+    #[arg(long, default_value_t = 8)]
+    pub queues: i32,
+    /// CommitLog file size (mappedFileSizeCommitLog).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub file_size: u64,
+    /// Pre-fault new CommitLog files (warmMapedFileEnable).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub warm: bool,
+    /// Store directory (a temporary directory, removed afterwards, when omitted).
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+}
+
+/// Figures of one run.
+#[derive(Clone, Debug)]
+pub struct StoreBenchReport {
+    pub append_msgs_per_s: f64,
+    pub append_mb_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub read_msgs_per_s: f64,
+    pub memcpy_msgs_per_s: f64,
+    pub read_back: u64,
+}
+
+/// The ceiling: copy `size`-byte buffers into a warm mapping, `n` times.
+fn memcpy_ceiling(dir: &std::path::Path, size: usize, n: u64) -> std::io::Result<f64> {
+    let map_len: u64 = 256 << 20;
+    let f = MappedFile::create(dir, 0, map_len, Warm::Populate)?;
+    let src = vec![0x5Au8; size];
+    let start = Instant::now();
+    let mut pos = 0u64;
+    for _ in 0..n {
+        if pos + size as u64 > map_len {
+            pos = 0;
+            f.publish_wrote(0);
+        }
+        // SAFETY: single owner of this scratch file; pos is at/after the published position.
+        unsafe { f.write_slice(pos, size).copy_from_slice(&src) };
+        pos += size as u64;
+        f.publish_wrote(pos);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(f);
+    std::fs::remove_file(dir.join("00000000000000000000"))?;
+    Ok(n as f64 / secs)
+}
+
+fn message(topic: &str, queue_id: i32, body: &Bytes, seq: u64, host: SocketAddr) -> NewMessage {
+    // What a producer connection hands the writer: CRC computed off the writer, UNIQ_KEY and TAGS
+    // as every RocketMQ client sends them.
+    let properties = format!(
+        "{}\u{1}BenchTag\u{2}{}\u{1}{:032X}\u{2}{}\u{1}true\u{2}",
+        keys::TAGS,
+        keys::UNIQ_KEY,
+        seq,
+        keys::WAIT
+    );
+    NewMessage {
+        topic: topic.to_string(),
+        queue_id,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 0,
+        born_host: host,
+        store_host: host,
+        reconsume_times: 0,
+        prepared_tx_offset: 0,
+        body: body.clone(),
+        body_crc: body_crc(body),
+        properties,
+    }
+}
+
+pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenchReport> {
+    let tmp;
+    let root = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let ceiling = memcpy_ceiling(&root, args.size, args.messages.min(2_000_000))?;
+
+    let mut params = StoreParams::for_tests(&root);
+    params.commit_log_file_size = args.file_size;
+    params.cq_file_size = 300_000 * 20;
+    params.max_message_size = 4 << 20;
+    params.warm_mapped_files = args.warm;
+    params.flush_interval = Duration::from_millis(500);
+    params.flush_thorough_interval = Duration::from_secs(10);
+    params.max_hash_slot_num = 5_000_000;
+    params.max_index_num = 20_000_000;
+    let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
+
+    let body = Bytes::from(vec![0x42u8; args.size]);
+    let host: SocketAddr = "127.0.0.1:10911".parse()?;
+    let per = args.messages / args.producers as u64;
+    let total = per * args.producers as u64;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for p in 0..args.producers {
+        let store = store.clone();
+        let body = body.clone();
+        let batch = args.batch.max(1);
+        let queues = args.queues.max(1);
+        tasks.push(actix_rt::spawn(async move {
+            let mut hist =
+                Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
+            let mut sent = 0u64;
+            let mut errors = 0u64;
+            while sent < per {
+                let n = batch.min((per - sent) as usize);
+                let msgs: Vec<_> = (0..n)
+                    .map(|i| {
+                        let seq = p as u64 * per + sent + i as u64;
+                        message("BenchTopic", (seq % queues as u64) as i32, &body, seq, host)
+                    })
+                    .collect();
+                let t = Instant::now();
+                let results = if n == 1 {
+                    vec![
+                        store
+                            .put(msgs.into_iter().next().expect("one message"))
+                            .await,
+                    ]
+                } else {
+                    store.put_many(msgs).await
+                };
+                let _ = hist.record(t.elapsed().as_micros().max(1) as u64);
+                errors += results.iter().filter(|r| r.is_err()).count() as u64;
+                sent += n as u64;
+            }
+            (hist, errors)
+        }));
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut errors = 0;
+    for t in tasks {
+        let (h, e) = t.await?;
+        hist.add(h)?;
+        errors += e;
+    }
+    let append_secs = started.elapsed().as_secs_f64();
+    anyhow::ensure!(errors == 0, "{errors} appends failed");
+
+    // Read everything back through the ConsumeQueues.
+    let end = store.max_offset();
+    anyhow::ensure!(
+        store.wait_dispatched(end, Duration::from_secs(600)).await,
+        "dispatch did not catch up"
+    );
+    let read_started = Instant::now();
+    let reader = store.reader().clone();
+    let filter = TagFilter::all();
+    let mut read = 0u64;
+    let mut bytes = 0usize;
+    for q in 0..args.queues.max(1) {
+        let mut off = QueueOffset(0);
+        loop {
+            let r = reader.get_messages(
+                "BenchTopic",
+                q,
+                off,
+                GetLimits {
+                    max_msgs: 32,
+                    max_bytes: 256 * 1024,
+                },
+                &filter,
+            );
+            if r.status != GetStatus::Found {
+                break;
+            }
+            read += r.messages.len() as u64;
+            bytes += r.messages.iter().map(|m| m.as_bytes().len()).sum::<usize>();
+            off = r.next_begin_offset;
+        }
+    }
+    let read_secs = read_started.elapsed().as_secs_f64();
+    anyhow::ensure!(read == total, "read back {read} of {total} messages");
+    std::hint::black_box(bytes);
+
+    let report = StoreBenchReport {
+        append_msgs_per_s: total as f64 / append_secs,
+        append_mb_per_s: total as f64 * args.size as f64 / append_secs / 1e6,
+        p50_us: hist.value_at_quantile(0.50) as f64,
+        p99_us: hist.value_at_quantile(0.99) as f64,
+        p999_us: hist.value_at_quantile(0.999) as f64,
+        read_msgs_per_s: read as f64 / read_secs,
+        memcpy_msgs_per_s: ceiling,
+        read_back: read,
+    };
+    match Rc::try_unwrap(store) {
+        Ok(s) => s.shutdown().await?,
+        Err(_) => anyhow::bail!("store still shared at the end of the benchmark"),
+    }
+    Ok(report)
+}
+
+pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
+    println!(
+        "bench store: size={} messages={} producers={} batch={} queues={}",
+        args.size, r.read_back, args.producers, args.batch, args.queues
+    );
+    println!(
+        "append : {:>12.0} msgs/s {:>9.1} MB/s   latency per append p50 {:.0} us  p99 {:.0} us  p999 {:.0} us",
+        r.append_msgs_per_s, r.append_mb_per_s, r.p50_us, r.p99_us, r.p999_us
+    );
+    println!(
+        "read   : {:>12.0} msgs/s (ConsumeQueue + CommitLog, all {} messages)",
+        r.read_msgs_per_s, r.read_back
+    );
+    println!(
+        "ceiling: {:>12.0} msgs/s bare memcpy of {} B into a warm mapping (append = {:.1}% of it)",
+        r.memcpy_msgs_per_s,
+        args.size,
+        100.0 * r.append_msgs_per_s / r.memcpy_msgs_per_s
+    );
+}

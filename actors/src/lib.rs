@@ -1,0 +1,12 @@
+//! ActorMQ's runtime: the subsystem actors over the pure core, their wiring, and the `actormq`
+//! binary's commands.
+//!
+//! * [`metered`] — the mechanism that gives every actor mailbox metrics.
+//! * [`store`] — the store actors (writer, allocator, flusher, reput, ConsumeQueue and index
+//!   builders, schedule delivery) and the [`store::Store`] handle.
+//! * [`bench`] — `actormq bench store`.
+
+pub mod bench;
+pub mod fsutil;
+pub mod metered;
+pub mod store;

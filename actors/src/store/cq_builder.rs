@@ -1,0 +1,114 @@
+//! `ConsumeQueueBuilder` — owns every ConsumeQueue file (RocketMQ's ConsumeQueue dispatch and
+//! FlushConsumeQueueService).
+//!
+//! In: [`Dispatch`] `{from, to}` from the reput dispatcher: it walks those records itself through
+//! the CommitLog view (no per-record allocation crosses the mailbox) and appends a 20-byte unit for
+//! every non-transactional or committed record; a periodic flush tick. Out: the reply (done or an
+//! error), and the units become visible to readers through the ConsumeQueue table.
+//!
+//! Invariant: units are appended in CommitLog order; replays of already indexed records are
+//! ignored by the ConsumeQueue's own dedup rules.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use actormq_core::format::cq_unit::CqUnit;
+use actormq_core::format::record::sys_flag;
+use actormq_core::offset::QueueOffset;
+use actormq_core::store::commit_log::walk;
+use actormq_core::store::consume_queue::ConsumeQueueStore;
+use actormq_core::store::mapped_file_queue::FileQueueView;
+use actormq_core::store::schedule::cq_tags_code;
+
+use super::reput::Dispatch;
+use crate::metered::{Metered, Serve, Service};
+
+pub struct FlushConsumeQueues;
+impl Message for FlushConsumeQueues {
+    type Result = std::io::Result<()>;
+}
+
+pub struct ConsumeQueueBuilder {
+    cqs: ConsumeQueueStore,
+    commit_log: FileQueueView,
+    delay_levels_ms: Vec<u64>,
+    flush_interval: Duration,
+    flush_least_pages: u64,
+}
+
+impl ConsumeQueueBuilder {
+    pub fn new(
+        cqs: ConsumeQueueStore,
+        commit_log: FileQueueView,
+        delay_levels_ms: Vec<u64>,
+        flush_interval: Duration,
+        flush_least_pages: u64,
+    ) -> Self {
+        ConsumeQueueBuilder {
+            cqs,
+            commit_log,
+            delay_levels_ms,
+            flush_interval,
+            flush_least_pages,
+        }
+    }
+}
+
+impl Service for ConsumeQueueBuilder {
+    const NAME: &'static str = "consume_queue_builder";
+
+    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        ctx.run_interval(self.flush_interval, |act, _| {
+            if let Err(e) = act.inner.cqs.flush(act.inner.flush_least_pages) {
+                tracing::error!(error = %e, "ConsumeQueue flush failed");
+            }
+        });
+    }
+
+    fn stopped(&mut self, _: &mut Context<Metered<Self>>) {
+        if let Err(e) = self.cqs.flush(0) {
+            tracing::error!(error = %e, "ConsumeQueue flush at stop failed");
+        }
+    }
+}
+
+impl Serve<Dispatch> for ConsumeQueueBuilder {
+    type Reply = Result<(), String>;
+    fn serve(&mut self, d: Dispatch, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let mut err = None;
+        let cqs = &mut self.cqs;
+        let levels = &self.delay_levels_ms;
+        walk(&self.commit_log, d.from, d.to, |phy, r| {
+            let t = r.sys_flag & sys_flag::TRANSACTION_TYPE_MASK;
+            if t != sys_flag::TRANSACTION_NOT_TYPE && t != sys_flag::TRANSACTION_COMMIT_TYPE {
+                return true;
+            }
+            let unit = CqUnit {
+                phy_offset: phy as i64,
+                size: r.total_size as i32,
+                tags_code: cq_tags_code(r, levels),
+            };
+            match cqs.put(
+                r.topic,
+                r.queue_id,
+                QueueOffset(r.queue_offset as u64),
+                unit,
+            ) {
+                Ok(()) => true,
+                Err(e) => {
+                    err = Some(format!("ConsumeQueue {}/{}: {e}", r.topic, r.queue_id));
+                    false
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+        err.map_or(Ok(()), Err)
+    }
+}
+
+impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
+    type Reply = std::io::Result<()>;
+    fn serve(&mut self, _: FlushConsumeQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.cqs.flush(0)
+    }
+}

@@ -1,0 +1,471 @@
+//! The store runtime: opens and recovers the on-disk store, starts its actors in dependency order
+//! and offers the broker one handle, [`Store`], to append and to read.
+//!
+//! Threads: the CommitLog writer, the allocator, the flusher, the ConsumeQueue builder, the index
+//! builder, the reput dispatcher and the schedule service each run on their own arbiter, so a
+//! blocking call (file creation, msync) in one never stalls another (DESIGN §5).
+//!
+//! Start order: load and recover ConsumeQueues → recover the CommitLog (cut a torn tail) → cut
+//! ConsumeQueue units beyond it → seed the writer's queue-offset table from ConsumeQueue max
+//! offsets → start builders, reput (from the ConsumeQueues' max physical offset) and wait until
+//! dispatch has caught up → start the writer, flusher and schedule service.
+//! Stop order is the reverse, ending with a final flush of every file.
+
+pub mod allocator;
+pub mod cq_builder;
+pub mod flusher;
+pub mod index_builder;
+pub mod reput;
+pub mod schedule;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use actormq_core::clock::SharedClock;
+use actormq_core::config::StoreConfig;
+use actormq_core::format::record::NewMessage;
+use actormq_core::offset::PhyOffset;
+use actormq_core::store::commit_log::{AppendOk, CommitLog, CommitLogConfig};
+use actormq_core::store::consume_queue::ConsumeQueueStore;
+use actormq_core::store::index_file::{IndexReader, IndexStore};
+use actormq_core::store::mapped_file::Warm;
+use actormq_core::store::mapped_file_queue::MappedFileQueue;
+use actormq_core::store::reader::StoreReader;
+use actormq_core::store::schedule::{rewrite_for_delay, DelayOffsets};
+use actormq_core::store::status::{PutError, PutStatus};
+use actormq_core::store::validate::check_send_topic;
+
+use crate::metered::{start_on, start_with, ActorRef};
+use allocator::MappedFileAllocator;
+use cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
+use flusher::{FlushNow, Flusher};
+use index_builder::{FlushIndex, IndexBuilder};
+use reput::ReputDispatcher;
+use schedule::{GetDelayOffsets, PersistDelayOffsets, ScheduleDelivery};
+use writer::{AppendBatch, AppendMessage, AppendProducerBatch, CommitLogWriter};
+
+/// Everything the store runtime needs, in its own units (built from [`StoreConfig`]).
+#[derive(Clone, Debug)]
+pub struct StoreParams {
+    pub root: PathBuf,
+    pub commit_log_dir: PathBuf,
+    pub commit_log_file_size: u64,
+    pub cq_file_size: u64,
+    pub max_message_size: usize,
+    pub warm_mapped_files: bool,
+    pub check_crc_on_recover: bool,
+    pub flush_interval: Duration,
+    pub flush_least_pages: u64,
+    pub flush_thorough_interval: Duration,
+    pub cq_flush_interval: Duration,
+    pub cq_flush_least_pages: u64,
+    pub message_index_enable: bool,
+    pub max_hash_slot_num: u32,
+    pub max_index_num: u32,
+    pub delay_levels_ms: Vec<u64>,
+    pub schedule_tick: Duration,
+    pub flush_delay_offset_interval: Duration,
+}
+
+impl StoreParams {
+    pub fn from_config(c: &StoreConfig) -> Result<StoreParams, String> {
+        Ok(StoreParams {
+            root: c.store_path_root_dir.clone(),
+            commit_log_dir: c.commitlog_dir(),
+            commit_log_file_size: c.mapped_file_size_commit_log,
+            cq_file_size: c.mapped_file_size_consume_queue,
+            max_message_size: c.max_message_size as usize,
+            warm_mapped_files: c.warm_mapped_file_enable,
+            check_crc_on_recover: c.check_crc_on_recover,
+            flush_interval: Duration::from_millis(c.flush_interval_commit_log_ms),
+            flush_least_pages: c.flush_commit_log_least_pages as u64,
+            flush_thorough_interval: Duration::from_millis(c.flush_commit_log_thorough_interval_ms),
+            cq_flush_interval: Duration::from_millis(c.flush_interval_consume_queue_ms),
+            cq_flush_least_pages: c.flush_consume_queue_least_pages as u64,
+            message_index_enable: c.message_index_enable,
+            max_hash_slot_num: c.max_hash_slot_num,
+            max_index_num: c.max_index_num,
+            delay_levels_ms: c.delay_levels_ms().map_err(|e| e.to_string())?.into_owned(),
+            schedule_tick: Duration::from_millis(100),
+            flush_delay_offset_interval: Duration::from_millis(c.flush_delay_offset_interval_ms),
+        })
+    }
+
+    /// Small files and fast ticks for tests and benchmarks rooted at `root`.
+    pub fn for_tests(root: &Path) -> StoreParams {
+        StoreParams {
+            root: root.to_path_buf(),
+            commit_log_dir: root.join("commitlog"),
+            commit_log_file_size: 1 << 20,
+            cq_file_size: 30_000 * 20,
+            max_message_size: 512 * 1024,
+            warm_mapped_files: false,
+            check_crc_on_recover: true,
+            flush_interval: Duration::from_millis(50),
+            flush_least_pages: 4,
+            flush_thorough_interval: Duration::from_millis(1000),
+            cq_flush_interval: Duration::from_millis(200),
+            cq_flush_least_pages: 2,
+            message_index_enable: true,
+            max_hash_slot_num: 1024,
+            max_index_num: 4096,
+            delay_levels_ms: actormq_core::config::parse_delay_levels(
+                "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+            )
+            .expect("default delay levels parse"),
+            schedule_tick: Duration::from_millis(20),
+            flush_delay_offset_interval: Duration::from_millis(1000),
+        }
+    }
+}
+
+/// What opening the store found and did.
+#[derive(Clone, Debug, Default)]
+pub struct OpenReport {
+    pub commit_log_end: u64,
+    pub records_scanned: u64,
+    pub truncated_reason: Option<String>,
+    pub consume_queues: usize,
+    pub recovery_ms: u64,
+}
+
+/// The broker's handle on a running store.
+pub struct Store {
+    params: StoreParams,
+    writer: ActorRef<CommitLogWriter>,
+    flusher: ActorRef<Flusher>,
+    cq_builder: ActorRef<ConsumeQueueBuilder>,
+    index_builder: Option<ActorRef<IndexBuilder>>,
+    schedule: ActorRef<ScheduleDelivery>,
+    reader: StoreReader,
+    index: Option<IndexReader>,
+    dispatched: Arc<AtomicU64>,
+    flushed: Arc<AtomicU64>,
+    arbiters: Vec<Arbiter>,
+    pub report: OpenReport,
+}
+
+fn arbiter() -> Arbiter {
+    Arbiter::new()
+}
+
+impl Store {
+    /// Opens (recovering if needed) the store under `params.root` and starts its actors.
+    pub async fn open(params: StoreParams, clock: SharedClock) -> std::io::Result<Store> {
+        let started = std::time::Instant::now();
+        std::fs::create_dir_all(&params.root)?;
+        let mut cqs =
+            ConsumeQueueStore::load(&params.root.join("consumequeue"), params.cq_file_size)?;
+        cqs.recover()?;
+        let files = MappedFileQueue::load(&params.commit_log_dir, params.commit_log_file_size)?;
+        let warm = if params.warm_mapped_files {
+            Warm::Populate
+        } else {
+            Warm::No
+        };
+        let cl_cfg = CommitLogConfig {
+            file_size: params.commit_log_file_size,
+            max_message_size: params.max_message_size,
+            warm,
+        };
+        let mut log = CommitLog::new(cl_cfg, files);
+        let rec = log.recover(params.check_crc_on_recover, None, |_, _| {})?;
+        if let Some(reason) = &rec.truncated_reason {
+            tracing::warn!(end = rec.end.0, %reason, "CommitLog recovery cut a corrupt tail");
+        }
+        // Units pointing beyond the recovered end refer to data that no longer exists.
+        cqs.truncate_to_phy(rec.end.0)?;
+        for (topic, qid, next) in cqs.max_offsets() {
+            log.set_queue_offset(&topic, qid, next);
+        }
+        let min_cl = log.view().min_offset();
+        let reput_from = cqs.max_physic_offset().max(min_cl).min(rec.end.0);
+        let consume_queues = cqs.max_offsets().len();
+        let index_store = if params.message_index_enable {
+            Some(
+                IndexStore::open(
+                    &params.root.join("index"),
+                    params.max_hash_slot_num,
+                    params.max_index_num,
+                )
+                .map_err(|e| std::io::Error::other(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let index_reader = index_store.as_ref().map(|i| i.reader());
+        let view = log.view();
+        let reader = StoreReader::new(view.clone(), cqs.table());
+
+        let mut arbiters = Vec::new();
+        let cq_arb = arbiter();
+        let cq_builder = start_on(
+            Some(&cq_arb.handle()),
+            ConsumeQueueBuilder::new(
+                cqs,
+                view.clone(),
+                params.delay_levels_ms.clone(),
+                params.cq_flush_interval,
+                params.cq_flush_least_pages,
+            ),
+        );
+        arbiters.push(cq_arb);
+        let index_builder = match index_store {
+            Some(idx) => {
+                let a = arbiter();
+                let r = start_on(
+                    Some(&a.handle()),
+                    IndexBuilder::new(idx, view.clone(), clock.clone(), params.cq_flush_interval),
+                );
+                arbiters.push(a);
+                Some(r)
+            }
+            None => None,
+        };
+        let index_builder_ref = index_builder.clone();
+        let dispatched = Arc::new(AtomicU64::new(reput_from));
+        let flushed = Arc::new(AtomicU64::new(rec.end.0));
+        let woken = Arc::new(AtomicBool::new(false));
+        let reput_arb = arbiter();
+        let reput = start_on(
+            Some(&reput_arb.handle()),
+            ReputDispatcher::new(
+                view.clone(),
+                dispatched.clone(),
+                None,
+                woken.clone(),
+                cq_builder.clone(),
+                index_builder.clone(),
+            ),
+        );
+        arbiters.push(reput_arb);
+        // Dispatch catches up with the recovered CommitLog before anyone can append or read.
+        let mut waited = 0u32;
+        while dispatched.load(Ordering::Acquire) < rec.end.0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            waited += 1;
+            if waited % 10_000 == 0 {
+                tracing::info!(
+                    dispatched = dispatched.load(Ordering::Acquire),
+                    end = rec.end.0,
+                    "waiting for dispatch to catch up"
+                );
+            }
+        }
+
+        let alloc_arb = arbiter();
+        let allocator = start_on(
+            Some(&alloc_arb.handle()),
+            MappedFileAllocator::new(
+                params.commit_log_dir.clone(),
+                params.commit_log_file_size,
+                warm,
+            ),
+        );
+        arbiters.push(alloc_arb);
+        let writer_arb = arbiter();
+        let writer = start_on(
+            Some(&writer_arb.handle()),
+            CommitLogWriter::new(log, clock.clone(), Some(allocator), Some(reput), woken),
+        );
+        arbiters.push(writer_arb);
+        let flush_arb = arbiter();
+        let flusher = start_on(
+            Some(&flush_arb.handle()),
+            Flusher::new(
+                view.clone(),
+                flushed.clone(),
+                params.flush_interval,
+                params.flush_least_pages,
+                params.flush_thorough_interval,
+            ),
+        );
+        arbiters.push(flush_arb);
+        let sched_arb = arbiter();
+        let sched = ScheduleDelivery::new(
+            reader.clone(),
+            writer.clone(),
+            clock.clone(),
+            params.delay_levels_ms.clone(),
+            params.root.join("config").join("delayOffset.json"),
+            params.schedule_tick,
+            params.flush_delay_offset_interval,
+        )?;
+        let schedule = start_with(&sched_arb.handle(), move |_| sched);
+        arbiters.push(sched_arb);
+
+        let report = OpenReport {
+            commit_log_end: rec.end.0,
+            records_scanned: rec.records,
+            truncated_reason: rec.truncated_reason,
+            consume_queues,
+            recovery_ms: started.elapsed().as_millis() as u64,
+        };
+        Ok(Store {
+            params,
+            writer,
+            flusher,
+            cq_builder,
+            index_builder: index_builder_ref,
+            schedule,
+            reader,
+            index: index_reader,
+            dispatched,
+            flushed,
+            arbiters,
+            report,
+        })
+    }
+
+    pub fn params(&self) -> &StoreParams {
+        &self.params
+    }
+    pub fn reader(&self) -> &StoreReader {
+        &self.reader
+    }
+    pub fn index(&self) -> Option<&IndexReader> {
+        self.index.as_ref()
+    }
+    pub fn writer(&self) -> &ActorRef<CommitLogWriter> {
+        &self.writer
+    }
+    /// How far the ConsumeQueues and index have caught up with the CommitLog.
+    pub fn dispatched_offset(&self) -> PhyOffset {
+        PhyOffset(self.dispatched.load(Ordering::Acquire))
+    }
+    pub fn flushed_offset(&self) -> PhyOffset {
+        PhyOffset(self.flushed.load(Ordering::Acquire))
+    }
+    pub fn max_offset(&self) -> PhyOffset {
+        PhyOffset(self.reader.commit_log().max_offset())
+    }
+
+    /// The producer path: SEND-level topic checks, the delay rewrite, then the writer.
+    pub async fn put(&self, mut msg: NewMessage) -> Result<AppendOk, PutError> {
+        check_send_topic(&msg.topic)?;
+        rewrite_for_delay(&mut msg, self.params.delay_levels_ms.len());
+        self.writer
+            .send(AppendMessage(msg))
+            .await
+            .map_err(unavailable)?
+    }
+
+    /// Many independent producer messages in one writer mailbox message.
+    pub async fn put_many(&self, msgs: Vec<NewMessage>) -> Vec<Result<AppendOk, PutError>> {
+        let n = msgs.len();
+        let mut early: Vec<Option<PutError>> = Vec::with_capacity(n);
+        let mut pass = Vec::with_capacity(n);
+        for mut m in msgs {
+            match check_send_topic(&m.topic) {
+                Ok(()) => {
+                    rewrite_for_delay(&mut m, self.params.delay_levels_ms.len());
+                    early.push(None);
+                    pass.push(m);
+                }
+                Err(e) => early.push(Some(e)),
+            }
+        }
+        let mut results = match self.writer.send(AppendBatch(pass)).await {
+            Ok(r) => r.into_iter(),
+            Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
+        };
+        early
+            .into_iter()
+            .map(|e| match e {
+                Some(err) => Err(err),
+                None => results.next().unwrap_or_else(|| {
+                    Err(PutError::new(PutStatus::UnknownError, "missing reply"))
+                }),
+            })
+            .collect()
+    }
+
+    /// A producer batch (SEND_BATCH_MESSAGE): one topic and queue; delay is not allowed.
+    pub async fn put_producer_batch(
+        &self,
+        msgs: Vec<NewMessage>,
+    ) -> Result<(AppendOk, Vec<PhyOffset>), PutError> {
+        if let Some(m) = msgs.first() {
+            check_send_topic(&m.topic)?;
+        }
+        if msgs
+            .iter()
+            .any(|m| actormq_core::store::schedule::delay_level(&m.properties).is_some())
+        {
+            return Err(PutError::new(
+                PutStatus::MessageIllegal,
+                "a batch cannot carry delayed messages",
+            ));
+        }
+        self.writer
+            .send(AppendProducerBatch(msgs))
+            .await
+            .map_err(unavailable)?
+    }
+
+    /// Waits (bounded by `timeout`) until dispatch has reached `offset`; false on timeout.
+    pub async fn wait_dispatched(&self, offset: PhyOffset, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.dispatched_offset() < offset {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        true
+    }
+
+    pub async fn delay_offsets(&self) -> Option<DelayOffsets> {
+        self.schedule.send(GetDelayOffsets).await.ok()
+    }
+
+    /// Clean stop: wait for dispatch to catch up, flush everything, stop every actor.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        let end = self.max_offset();
+        if !self.wait_dispatched(end, Duration::from_secs(30)).await {
+            tracing::warn!(
+                dispatched = self.dispatched_offset().0,
+                end = end.0,
+                "dispatch did not catch up before stop"
+            );
+        }
+        // Actors on a stopped arbiter are dropped without `stopped`, so every owner is asked to
+        // make its state durable explicitly, before the threads go.
+        let io = std::io::Error::other;
+        self.schedule
+            .send(PersistDelayOffsets)
+            .await
+            .map_err(io)??;
+        let flushed = self.flusher.send(FlushNow).await.map_err(io)??;
+        self.cq_builder
+            .send(FlushConsumeQueues)
+            .await
+            .map_err(io)??;
+        if let Some(i) = &self.index_builder {
+            i.send(FlushIndex).await.map_err(io)??;
+        }
+        tracing::info!(flushed, "store flushed");
+        let Store { arbiters, .. } = self;
+        for a in &arbiters {
+            a.stop();
+        }
+        tokio::task::spawn_blocking(move || {
+            for a in arbiters {
+                let _ = a.join();
+            }
+        })
+        .await
+        .map_err(std::io::Error::other)
+    }
+}
+
+fn unavailable(e: MailboxError) -> PutError {
+    PutError::new(
+        PutStatus::ServiceNotAvailable,
+        format!("the CommitLog writer is not running: {e}"),
+    )
+}

@@ -1,0 +1,204 @@
+//! `CommitLogWriter` — the only writer of CommitLog files (RocketMQ's `CommitLog.putMessage` under
+//! `putMessageLock`; here the mailbox serialises appends, so there is no lock).
+//!
+//! In: [`AppendMessage`] (one message), [`AppendBatch`] (many independent messages in one mailbox
+//! message — the batched hop), [`AppendProducerBatch`] (a SEND_BATCH: one topic/queue, one unit),
+//! [`GetWriterState`]. Out: replies with the offsets assigned; `AllocateNext` to the allocator when
+//! it rolls into a file; a coalesced `Wake` to the reput dispatcher after appending.
+//!
+//! Invariant: a reply is sent only after the record's bytes are published (visible to readers).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use actormq_core::clock::SharedClock;
+use actormq_core::format::record::NewMessage;
+use actormq_core::offset::{PhyOffset, QueueOffset};
+use actormq_core::store::commit_log::{AppendOk, CommitLog};
+use actormq_core::store::mapped_file::MappedFile;
+use actormq_core::store::status::PutError;
+
+use super::allocator::{AllocateNext, MappedFileAllocator};
+use super::reput::{ReputDispatcher, Wake};
+use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
+
+pub struct AppendMessage(pub NewMessage);
+impl Message for AppendMessage {
+    type Result = Result<AppendOk, PutError>;
+}
+
+/// Many independent messages appended in order in one mailbox message.
+pub struct AppendBatch(pub Vec<NewMessage>);
+impl Message for AppendBatch {
+    type Result = Vec<Result<AppendOk, PutError>>;
+}
+
+/// A producer's batch (SEND_BATCH_MESSAGE): one topic and queue, consecutive queue offsets, one
+/// file. The reply carries each record's physical offset.
+pub struct AppendProducerBatch(pub Vec<NewMessage>);
+impl Message for AppendProducerBatch {
+    type Result = Result<(AppendOk, Vec<PhyOffset>), PutError>;
+}
+
+/// A file the allocator prepared.
+pub struct FileReady(pub Arc<MappedFile>);
+impl Message for FileReady {
+    type Result = ();
+}
+
+#[derive(Clone, Debug)]
+pub struct WriterState {
+    pub max_offset: PhyOffset,
+}
+pub struct GetWriterState;
+impl Message for GetWriterState {
+    type Result = WriterState;
+}
+
+/// Ask for the next queue offset the writer would assign.
+pub struct GetQueueOffset(pub String, pub i32);
+impl Message for GetQueueOffset {
+    type Result = QueueOffset;
+}
+
+pub struct CommitLogWriter {
+    log: CommitLog,
+    clock: SharedClock,
+    allocator: Option<ActorRef<MappedFileAllocator>>,
+    reput: Option<ActorRef<ReputDispatcher>>,
+    /// Set while a `Wake` is in the reput mailbox, so a burst of appends sends one wake.
+    reput_woken: Arc<AtomicBool>,
+}
+
+impl CommitLogWriter {
+    pub fn new(
+        log: CommitLog,
+        clock: SharedClock,
+        allocator: Option<ActorRef<MappedFileAllocator>>,
+        reput: Option<ActorRef<ReputDispatcher>>,
+        reput_woken: Arc<AtomicBool>,
+    ) -> Self {
+        CommitLogWriter {
+            log,
+            clock,
+            allocator,
+            reput,
+            reput_woken,
+        }
+    }
+
+    fn after_append(&mut self, rolled_into: Option<u64>, ctx: &mut Context<Metered<Self>>) {
+        if let Some(from) = rolled_into {
+            self.request_next(from + self.log.config().file_size, ctx);
+        }
+        if let Some(r) = &self.reput {
+            if !self.reput_woken.swap(true, Ordering::AcqRel) && !r.try_notify(Wake) {
+                // Mailbox full: the reput's own tick picks the bytes up.
+                self.reput_woken.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    /// Asks the allocator for the file at `from` (and it prepares the one after), without
+    /// blocking appends while it works.
+    fn request_next(&mut self, from: u64, ctx: &mut Context<Metered<Self>>) {
+        let Some(alloc) = self.allocator.clone() else {
+            return;
+        };
+        let fut = async move { alloc.send(AllocateNext { from }).await };
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Metered<Self>>(fut).map(|res, act, _| {
+                if let Ok(files) = res {
+                    for f in files {
+                        act.inner.log.offer_prepared(f);
+                    }
+                }
+            }),
+        );
+    }
+}
+
+impl Service for CommitLogWriter {
+    const NAME: &'static str = "commitlog_writer";
+    const MAILBOX: usize = 4096;
+
+    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        // Prepare the file after the current one before it is needed.
+        let size = self.log.config().file_size;
+        let max = self.log.max_offset().0;
+        let next = if self.log.files().is_empty() {
+            0
+        } else {
+            max - max % size + size
+        };
+        self.request_next(next, ctx);
+    }
+}
+
+impl Serve<AppendMessage> for CommitLogWriter {
+    type Reply = Result<AppendOk, PutError>;
+    fn serve(&mut self, msg: AppendMessage, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
+        let now = self.clock.now_ms();
+        let r = self.log.append(&msg.0, now);
+        if let Ok(ok) = &r {
+            self.after_append(ok.rolled_into, ctx);
+        }
+        r
+    }
+}
+
+impl Serve<AppendBatch> for CommitLogWriter {
+    type Reply = Vec<Result<AppendOk, PutError>>;
+    fn serve(&mut self, msg: AppendBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
+        let now = self.clock.now_ms();
+        let mut rolled = None;
+        let out: Vec<_> = msg
+            .0
+            .iter()
+            .map(|m| {
+                let r = self.log.append(m, now);
+                if let Ok(ok) = &r {
+                    rolled = rolled.or(ok.rolled_into);
+                }
+                r
+            })
+            .collect();
+        self.after_append(rolled, ctx);
+        out
+    }
+}
+
+impl Serve<AppendProducerBatch> for CommitLogWriter {
+    type Reply = Result<(AppendOk, Vec<PhyOffset>), PutError>;
+    fn serve(&mut self, msg: AppendProducerBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
+        let now = self.clock.now_ms();
+        let mut offsets = Vec::with_capacity(msg.0.len());
+        let ok = self.log.append_batch(&msg.0, now, &mut offsets)?;
+        self.after_append(ok.rolled_into, ctx);
+        Ok((ok, offsets))
+    }
+}
+
+impl Serve<FileReady> for CommitLogWriter {
+    type Reply = ();
+    fn serve(&mut self, msg: FileReady, _: &mut Context<Metered<Self>>) {
+        self.log.offer_prepared(msg.0);
+    }
+}
+
+impl Serve<GetWriterState> for CommitLogWriter {
+    type Reply = Reply<GetWriterState>;
+    fn serve(&mut self, _: GetWriterState, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(WriterState {
+            max_offset: self.log.max_offset(),
+        })
+    }
+}
+
+impl Serve<GetQueueOffset> for CommitLogWriter {
+    type Reply = Reply<GetQueueOffset>;
+    fn serve(&mut self, m: GetQueueOffset, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(self.log.queue_offset(&m.0, m.1))
+    }
+}

@@ -1,0 +1,479 @@
+//! ConsumeQueue: the per-(topic, queue id) index of 20-byte units pointing into the CommitLog
+//! (spec §4), stored in `consumequeue/<topic>/<queueId>/<20-digit byte offset>` files.
+//!
+//! * [`ConsumeQueueStore`] is owned by the `ConsumeQueueBuilder` actor: it creates queues, appends
+//!   units (with RocketMQ's duplicate and gap rules, so reput can replay safely), recovers and
+//!   truncates them.
+//! * [`CqTable`] is the readers' side: a cloneable, lock-free map from (topic, queue id) to
+//!   [`CqView`], republished (copy-on-write) only when a queue is created or removed. Readers see a
+//!   unit only once its 20 bytes are published.
+//!
+//! Invariant: unit `n` of a queue lives at byte `n * 20`; `max_offset` is the number of published
+//! units (the next offset to be written) and `min_offset` the first unit that is not a pre-blank.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::mapped_file::Warm;
+use super::mapped_file_queue::{FileQueueView, MappedFileQueue};
+use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
+use crate::offset::QueueOffset;
+
+/// Shared, read-only handle on one queue.
+pub struct CqView {
+    pub topic: Box<str>,
+    pub queue_id: i32,
+    files: FileQueueView,
+    /// First valid unit index (units below are pre-blanks or were deleted by retention).
+    min_logic: AtomicU64,
+}
+
+impl CqView {
+    /// Next queue offset to be written (= number of units, counting the deleted prefix).
+    pub fn max_offset(&self) -> QueueOffset {
+        QueueOffset(self.files.max_offset() / CQ_UNIT_SIZE as u64)
+    }
+    pub fn min_offset(&self) -> QueueOffset {
+        let min_files = self.files.min_offset() / CQ_UNIT_SIZE as u64;
+        QueueOffset(self.min_logic.load(Ordering::Acquire).max(min_files))
+    }
+    /// The unit at `offset`, if published.
+    pub fn unit(&self, offset: QueueOffset) -> Option<CqUnit> {
+        let s = self
+            .files
+            .read(offset.0 * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)?;
+        CqUnit::decode(s.as_bytes())
+    }
+    /// Up to `max` consecutive units starting at `offset`, all in one file (a caller wanting more
+    /// asks again at the returned end). Empty if `offset` is not published.
+    pub fn units_from(&self, offset: QueueOffset, max: usize, out: &mut Vec<CqUnit>) {
+        let pos = offset.0 * CQ_UNIT_SIZE as u64;
+        let Some(file) = self.files.find(pos) else {
+            return;
+        };
+        let bytes = file.read_from(pos - file.file_from_offset());
+        for chunk in bytes.chunks_exact(CQ_UNIT_SIZE).take(max) {
+            if let Some(u) = CqUnit::decode(chunk) {
+                out.push(u);
+            }
+        }
+    }
+    /// Start of the CQ file after the one containing `offset` (for OFFSET_FOUND_NULL).
+    pub fn next_file_start(&self, offset: QueueOffset) -> QueueOffset {
+        let size = self.files.file_size();
+        let pos = offset.0 * CQ_UNIT_SIZE as u64;
+        QueueOffset((pos - pos % size + size) / CQ_UNIT_SIZE as u64)
+    }
+    /// Binary search for the first unit whose message store time is ≥ `ts` (the caller supplies
+    /// the store time of a unit, read from the CommitLog).
+    pub fn search_by_time(
+        &self,
+        ts: i64,
+        store_time_of: impl Fn(&CqUnit) -> Option<i64>,
+    ) -> QueueOffset {
+        let (mut lo, mut hi) = (self.min_offset().0, self.max_offset().0);
+        if lo >= hi {
+            return QueueOffset(lo);
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let t = self.unit(QueueOffset(mid)).and_then(|u| store_time_of(&u));
+            match t {
+                Some(t) if t < ts => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        QueueOffset(lo)
+    }
+}
+
+type TopicMap = HashMap<Box<str>, HashMap<i32, Arc<CqView>>>;
+
+/// Lock-free lookup of queues for readers.
+#[derive(Clone, Default)]
+pub struct CqTable {
+    map: Arc<ArcSwap<TopicMap>>,
+}
+
+impl CqTable {
+    pub fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<CqView>> {
+        self.map.load().get(topic)?.get(&queue_id).cloned()
+    }
+    /// Every queue of `topic`, sorted by queue id.
+    pub fn queues_of(&self, topic: &str) -> Vec<Arc<CqView>> {
+        let m = self.map.load();
+        let mut v: Vec<_> = m
+            .get(topic)
+            .map(|q| q.values().cloned().collect())
+            .unwrap_or_default();
+        v.sort_by_key(|q| q.queue_id);
+        v
+    }
+    pub fn topics(&self) -> Vec<String> {
+        self.map.load().keys().map(|k| k.to_string()).collect()
+    }
+    fn insert(&self, view: Arc<CqView>) {
+        let cur = self.map.load();
+        let mut next: TopicMap = (**cur).clone();
+        next.entry(view.topic.clone())
+            .or_default()
+            .insert(view.queue_id, view);
+        self.map.store(Arc::new(next));
+    }
+}
+
+/// One queue, owner side.
+pub struct ConsumeQueue {
+    files: MappedFileQueue,
+    view: Arc<CqView>,
+    /// One past the last CommitLog byte referenced by a unit (for reput dedup and recovery).
+    max_physic_offset: u64,
+}
+
+impl ConsumeQueue {
+    pub fn view(&self) -> &Arc<CqView> {
+        &self.view
+    }
+    pub fn max_physic_offset(&self) -> u64 {
+        self.max_physic_offset
+    }
+
+    /// Writes the unit for queue offset `offset` (spec §4.3). Units at or below what is already
+    /// written are duplicates from a replay and are ignored; a gap is filled with pre-blanks so
+    /// that unit `n` always sits at byte `n * 20`.
+    pub fn put(&mut self, unit: CqUnit, offset: QueueOffset) -> io::Result<()> {
+        let end = unit.phy_offset as u64 + unit.size as u64;
+        if end <= self.max_physic_offset {
+            return Ok(());
+        }
+        let size = self.files.file_size();
+        let want = offset.0 * CQ_UNIT_SIZE as u64;
+        let mut cur = self.files.max_offset();
+        if self.files.is_empty() {
+            // First file of a queue that starts mid-way (after retention or a replay).
+            let from = want - want % size;
+            self.files.create_and_push(from, Warm::No)?;
+            cur = from;
+            if want > from {
+                self.view.min_logic.store(offset.0, Ordering::Release);
+            }
+        }
+        if want < cur {
+            return Ok(());
+        }
+        while cur < want {
+            tracing::warn!(topic = %self.view.topic, queue = self.view.queue_id, expected = want / 20, at = cur / 20, "ConsumeQueue gap filled with blank units");
+            self.write_at(cur, &CqUnit::PRE_BLANK.encode())?;
+            cur += CQ_UNIT_SIZE as u64;
+        }
+        self.write_at(cur, &unit.encode())?;
+        self.max_physic_offset = end;
+        Ok(())
+    }
+
+    fn write_at(&mut self, global: u64, bytes: &[u8; CQ_UNIT_SIZE]) -> io::Result<()> {
+        let size = self.files.file_size();
+        let mut file = match self.files.last() {
+            Some(f) if global < f.file_from_offset() + size => f,
+            _ => self
+                .files
+                .create_and_push(global - global % size, Warm::No)?,
+        };
+        if global < file.file_from_offset() {
+            file = self.files.view().find(global).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "unit position before the queue",
+                )
+            })?;
+        }
+        let pos = global - file.file_from_offset();
+        // SAFETY: this queue is the file's only writer and `pos` is its write position.
+        unsafe { file.write_slice(pos, CQ_UNIT_SIZE).copy_from_slice(bytes) };
+        file.publish_wrote(pos + CQ_UNIT_SIZE as u64);
+        Ok(())
+    }
+
+    /// Recovery (spec §6.4): scan from the third-last file, stop at the first invalid unit, cut
+    /// the queue there. Returns the number of valid units.
+    pub fn recover(&mut self) -> io::Result<QueueOffset> {
+        let files = self.files.files();
+        let size = self.files.file_size();
+        let start = files.len().saturating_sub(3);
+        let mut end = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
+        let mut max_phy = 0u64;
+        'files: for f in &files[start..] {
+            let mut pos = 0;
+            while pos + CQ_UNIT_SIZE as u64 <= size {
+                let u = f.read(pos, CQ_UNIT_SIZE).and_then(CqUnit::decode);
+                match u {
+                    Some(u) if u.is_valid() => {
+                        max_phy = u.phy_offset as u64 + u.size as u64;
+                        pos += CQ_UNIT_SIZE as u64;
+                    }
+                    Some(u) if u == CqUnit::PRE_BLANK => pos += CQ_UNIT_SIZE as u64,
+                    _ => {
+                        end = f.file_from_offset() + pos;
+                        break 'files;
+                    }
+                }
+            }
+            end = f.file_from_offset() + size;
+        }
+        self.files.truncate_dirty(end)?;
+        self.max_physic_offset = max_phy;
+        Ok(QueueOffset(end / CQ_UNIT_SIZE as u64))
+    }
+
+    /// Drops units that point at or beyond CommitLog offset `phy` (the CommitLog was truncated).
+    pub fn truncate_to_phy(&mut self, phy: u64) -> io::Result<()> {
+        let view = self.files.view();
+        let mut lo = self.view.min_offset().0;
+        let mut hi = self.view.max_offset().0;
+        // Units are in CommitLog order, so binary search the first unit with phy_offset >= phy.
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let u = view
+                .read(mid * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
+                .and_then(|s| CqUnit::decode(s.as_bytes()));
+            match u {
+                Some(u) if u.size == i32::MAX || (u.phy_offset as u64) < phy => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        self.files.truncate_dirty(lo * CQ_UNIT_SIZE as u64)?;
+        let last = lo
+            .checked_sub(1)
+            .and_then(|i| self.view.unit(QueueOffset(i)));
+        self.max_physic_offset = last
+            .filter(|u| u.is_valid())
+            .map(|u| u.phy_offset as u64 + u.size as u64)
+            .unwrap_or(0);
+        Ok(())
+    }
+
+    pub fn flush(&self, least_pages: u64) -> io::Result<u64> {
+        self.files.flush(least_pages)
+    }
+}
+
+/// Every ConsumeQueue of the store, owner side.
+pub struct ConsumeQueueStore {
+    root: PathBuf,
+    file_size: u64,
+    queues: HashMap<Box<str>, HashMap<i32, ConsumeQueue>>,
+    table: CqTable,
+}
+
+impl ConsumeQueueStore {
+    /// Loads every `consumequeue/<topic>/<qid>/` directory (non-numeric queue dirs skipped).
+    /// `file_size` is rounded up to a multiple of 20 as RocketMQ does.
+    pub fn load(root: &Path, file_size: u64) -> io::Result<ConsumeQueueStore> {
+        let file_size = file_size.div_ceil(CQ_UNIT_SIZE as u64) * CQ_UNIT_SIZE as u64;
+        std::fs::create_dir_all(root)?;
+        let mut store = ConsumeQueueStore {
+            root: root.to_path_buf(),
+            file_size,
+            queues: HashMap::new(),
+            table: CqTable::default(),
+        };
+        for topic_dir in std::fs::read_dir(root)? {
+            let topic_dir = topic_dir?;
+            if !topic_dir.file_type()?.is_dir() {
+                continue;
+            }
+            let Some(topic) = topic_dir.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            for q in std::fs::read_dir(topic_dir.path())? {
+                let q = q?;
+                let Some(qid) = q.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                    continue;
+                };
+                store.open_queue(&topic, qid)?;
+            }
+        }
+        Ok(store)
+    }
+
+    pub fn table(&self) -> CqTable {
+        self.table.clone()
+    }
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    fn open_queue(&mut self, topic: &str, queue_id: i32) -> io::Result<&mut ConsumeQueue> {
+        let dir = self.root.join(topic).join(queue_id.to_string());
+        let files = MappedFileQueue::load(&dir, self.file_size)?;
+        let view = Arc::new(CqView {
+            topic: topic.into(),
+            queue_id,
+            files: files.view(),
+            min_logic: AtomicU64::new(0),
+        });
+        self.table.insert(view.clone());
+        let cq = ConsumeQueue {
+            files,
+            view,
+            max_physic_offset: 0,
+        };
+        let per_topic = self.queues.entry(topic.into()).or_default();
+        Ok(per_topic.entry(queue_id).or_insert(cq))
+    }
+
+    /// The queue, created on first use.
+    pub fn queue_mut(&mut self, topic: &str, queue_id: i32) -> io::Result<&mut ConsumeQueue> {
+        let exists = self
+            .queues
+            .get(topic)
+            .is_some_and(|m| m.contains_key(&queue_id));
+        if !exists {
+            return self.open_queue(topic, queue_id);
+        }
+        Ok(self
+            .queues
+            .get_mut(topic)
+            .and_then(|m| m.get_mut(&queue_id))
+            .expect("checked above"))
+    }
+
+    pub fn put(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        unit: CqUnit,
+    ) -> io::Result<()> {
+        self.queue_mut(topic, queue_id)?.put(unit, offset)
+    }
+
+    /// Recovers every queue; returns the highest CommitLog offset any unit references.
+    pub fn recover(&mut self) -> io::Result<u64> {
+        let mut max = 0;
+        for q in self.queues.values_mut().flat_map(|m| m.values_mut()) {
+            q.recover()?;
+            max = max.max(q.max_physic_offset());
+        }
+        Ok(max)
+    }
+
+    pub fn truncate_to_phy(&mut self, phy: u64) -> io::Result<()> {
+        for q in self.queues.values_mut().flat_map(|m| m.values_mut()) {
+            if q.max_physic_offset() > phy {
+                q.truncate_to_phy(phy)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Next queue offset of every queue, for the CommitLog writer's topic-queue table.
+    pub fn max_offsets(&self) -> Vec<(String, i32, QueueOffset)> {
+        self.queues
+            .iter()
+            .flat_map(|(t, m)| {
+                m.values()
+                    .map(move |q| (t.to_string(), q.view.queue_id, q.view.max_offset()))
+            })
+            .collect()
+    }
+
+    pub fn max_physic_offset(&self) -> u64 {
+        self.queues
+            .values()
+            .flat_map(|m| m.values())
+            .map(|q| q.max_physic_offset())
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub fn flush(&self, least_pages: u64) -> io::Result<()> {
+        for q in self.queues.values().flat_map(|m| m.values()) {
+            q.flush(least_pages)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(phy: i64) -> CqUnit {
+        CqUnit {
+            phy_offset: phy,
+            size: 100,
+            tags_code: 7,
+        }
+    }
+
+    #[test]
+    fn units_land_at_offset_times_twenty_and_roll_files() {
+        let dir = tempfile::tempdir().unwrap();
+        // 5 units per file
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        for i in 0..12 {
+            s.put("T", 3, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+        }
+        let v = s.table().get("T", 3).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(12));
+        assert_eq!(v.unit(QueueOffset(7)), Some(unit(700)));
+        let names: Vec<_> = {
+            let mut n: Vec<_> = std::fs::read_dir(dir.path().join("T/3"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            n.sort();
+            n
+        };
+        assert_eq!(
+            names,
+            [
+                "00000000000000000000",
+                "00000000000000000100",
+                "00000000000000000200"
+            ]
+        );
+        let raw = std::fs::read(dir.path().join("T/3/00000000000000000100")).unwrap();
+        assert_eq!(&raw[0..20], &unit(500).encode());
+        // duplicates from a replay are ignored
+        s.put("T", 3, QueueOffset(5), unit(500)).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(12));
+    }
+
+    #[test]
+    fn recover_cuts_at_first_invalid_unit_and_truncate_to_phy() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+            for i in 0..8 {
+                s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+            }
+        }
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        assert_eq!(s.recover().unwrap(), 800);
+        let v = s.table().get("T", 0).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(8));
+        s.truncate_to_phy(350).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(4));
+        assert_eq!(s.max_physic_offset(), 400);
+        s.put("T", 0, QueueOffset(4), unit(400)).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(5));
+    }
+
+    #[test]
+    fn queue_starting_mid_file_has_min_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        s.put("T", 1, QueueOffset(7), unit(0)).unwrap();
+        let v = s.table().get("T", 1).unwrap();
+        assert_eq!(v.min_offset(), QueueOffset(7));
+        assert_eq!(v.max_offset(), QueueOffset(8));
+        assert_eq!(v.unit(QueueOffset(5)), Some(CqUnit::PRE_BLANK));
+    }
+}

@@ -1,0 +1,360 @@
+//! `MappedFile`: one fixed-size, fully allocated, memory-mapped file of a file queue (a CommitLog
+//! or ConsumeQueue segment), named by the 20-digit global offset of its first byte.
+//!
+//! Ownership (DESIGN §5): exactly one owner writes a file — the actor holding the file queue —
+//! while any number of readers look at it through `Arc<MappedFile>`. The owner appends at
+//! `wrote` and then *publishes* the new position with a `Release` store; readers load it with
+//! `Acquire` and never look at bytes at or beyond it. Bytes below a published position never
+//! change again (except by recovery truncation, which happens before any reader exists). That
+//! single rule is what replaces RocketMQ's put lock for readers.
+//!
+//! Files are created under a temporary name, fully allocated with `posix_fallocate` (a write into a
+//! sparse mapping on a full disk is a SIGBUS, not an error), optionally pre-faulted, and only then
+//! linked under their real name — so a file with a real name is always complete, and two creators
+//! (the allocator and the writer's fallback) can race without clobbering each other.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::offset::file_name_of;
+
+/// OS page size assumed by RocketMQ's flush/commit page arithmetic.
+pub const OS_PAGE_SIZE: u64 = 4096;
+
+pub struct MappedFile {
+    path: PathBuf,
+    file_from_offset: u64,
+    file_size: u64,
+    map: MmapRaw,
+    _file: File,
+    /// Bytes written by the owner and visible to readers (position within the file).
+    wrote: AtomicU64,
+    /// Bytes known to be on disk (position within the file).
+    flushed: AtomicU64,
+    /// Set when the file is being retired; readers stop handing out new views of it.
+    unavailable: AtomicBool,
+}
+
+impl std::fmt::Debug for MappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("from", &self.file_from_offset)
+            .field("wrote", &self.wrote_position())
+            .finish()
+    }
+}
+
+/// How to treat the pages of a freshly created file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Warm {
+    /// Leave pages to be faulted in by the first write.
+    No,
+    /// Pre-fault every page for writing (`MADV_POPULATE_WRITE`, falling back to touching one
+    /// byte per page) so the writer never takes a page fault on this file.
+    Populate,
+}
+
+impl MappedFile {
+    /// Creates `dir/<20-digit offset>` of `file_size` bytes, fully allocated, and maps it.
+    /// If the file already exists (someone else created it first), it is opened instead.
+    pub fn create(
+        dir: &Path,
+        file_from_offset: u64,
+        file_size: u64,
+        warm: Warm,
+    ) -> io::Result<MappedFile> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(file_name_of(file_from_offset));
+        if path.exists() {
+            return MappedFile::open(&path, file_size);
+        }
+        // Unique temporary name per creator so racing creators never share a temp file.
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let tmp = dir.join(format!(
+            ".{}.{}.{}.tmp",
+            file_name_of(file_from_offset),
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        let prepared = allocate(&file, file_size).and_then(|()| {
+            let map = MmapOptions::new().len(file_size as usize).map_raw(&file)?;
+            if warm == Warm::Populate {
+                populate_write(&map);
+            }
+            Ok(map)
+        });
+        let map = match prepared {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        // `link` fails if the real name exists: the first complete file wins, never clobbered.
+        match std::fs::hard_link(&tmp, &path) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&tmp);
+                Ok(MappedFile::from_parts(
+                    path,
+                    file_from_offset,
+                    file_size,
+                    map,
+                    file,
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&tmp);
+                drop(map);
+                MappedFile::open(&path, file_size)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Maps an existing file. Its length must equal `file_size` (RocketMQ refuses to start
+    /// otherwise). Positions start at 0; recovery sets them.
+    pub fn open(path: &Path, file_size: u64) -> io::Result<MappedFile> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let from: u64 = name.parse().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: file name is not a 20-digit offset", path.display()),
+            )
+        })?;
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let len = file.metadata()?.len();
+        if len != file_size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: length {len} differs from the configured file size {file_size}",
+                    path.display()
+                ),
+            ));
+        }
+        let map = MmapOptions::new().len(file_size as usize).map_raw(&file)?;
+        Ok(MappedFile::from_parts(
+            path.to_path_buf(),
+            from,
+            file_size,
+            map,
+            file,
+        ))
+    }
+
+    fn from_parts(path: PathBuf, from: u64, size: u64, map: MmapRaw, file: File) -> MappedFile {
+        MappedFile {
+            path,
+            file_from_offset: from,
+            file_size: size,
+            map,
+            _file: file,
+            wrote: AtomicU64::new(0),
+            flushed: AtomicU64::new(0),
+            unavailable: AtomicBool::new(false),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn file_from_offset(&self) -> u64 {
+        self.file_from_offset
+    }
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+    /// Published write position within the file.
+    #[inline]
+    pub fn wrote_position(&self) -> u64 {
+        self.wrote.load(Ordering::Acquire)
+    }
+    pub fn flushed_position(&self) -> u64 {
+        self.flushed.load(Ordering::Acquire)
+    }
+    pub fn is_full(&self) -> bool {
+        self.wrote_position() >= self.file_size
+    }
+    pub fn is_available(&self) -> bool {
+        !self.unavailable.load(Ordering::Acquire)
+    }
+    pub fn mark_unavailable(&self) {
+        self.unavailable.store(true, Ordering::Release);
+    }
+
+    /// Readers: `len` bytes at `pos` if they lie wholly below the published write position.
+    #[inline]
+    pub fn read(&self, pos: u64, len: usize) -> Option<&[u8]> {
+        let end = pos.checked_add(len as u64)?;
+        if end > self.wrote_position() {
+            return None;
+        }
+        // SAFETY: [pos, end) is inside the mapping (wrote <= file_size) and below the published
+        // write position, so no one writes these bytes while the returned borrow lives (module
+        // invariant); the mapping lives as long as `self`.
+        Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos as usize), len) })
+    }
+
+    /// Readers: everything from `pos` up to the published write position.
+    pub fn read_from(&self, pos: u64) -> &[u8] {
+        let wrote = self.wrote_position();
+        if pos >= wrote {
+            return &[];
+        }
+        self.read(pos, (wrote - pos) as usize).unwrap_or(&[])
+    }
+
+    /// Owner only: the writable bytes `[pos, pos+len)`, which must lie at or beyond the published
+    /// write position.
+    ///
+    /// # Safety
+    /// The caller must be the file's single owner (no other `&mut` to these bytes exists) and
+    /// `pos >= wrote_position()`, so no reader can be looking at them.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn write_slice(&self, pos: u64, len: usize) -> &mut [u8] {
+        debug_assert!(pos >= self.wrote.load(Ordering::Relaxed));
+        debug_assert!(pos + len as u64 <= self.file_size);
+        std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos as usize), len)
+    }
+
+    /// Owner only: publishes a new write position (bytes below it are now visible).
+    #[inline]
+    pub fn publish_wrote(&self, pos: u64) {
+        debug_assert!(pos <= self.file_size);
+        self.wrote.store(pos, Ordering::Release);
+    }
+
+    /// Recovery only (before readers exist): sets every position, e.g. after truncation.
+    pub fn set_positions(&self, pos: u64) {
+        self.wrote.store(pos, Ordering::Release);
+        self.flushed.store(pos, Ordering::Release);
+    }
+
+    /// Flushes written-but-unflushed pages when at least `least_pages` pages are pending (or the
+    /// file is full, or `least_pages == 0` and anything is pending). Returns the new flushed
+    /// position. An error leaves the flushed position where it was.
+    pub fn flush(&self, least_pages: u64) -> io::Result<u64> {
+        let wrote = self.wrote_position();
+        let flushed = self.flushed_position();
+        if wrote <= flushed {
+            return Ok(flushed);
+        }
+        let pending_pages = wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE;
+        let able = if least_pages > 0 {
+            pending_pages >= least_pages || wrote >= self.file_size
+        } else {
+            true
+        };
+        if !able {
+            return Ok(flushed);
+        }
+        let start = flushed - flushed % OS_PAGE_SIZE;
+        self.map
+            .flush_range(start as usize, (wrote - start) as usize)?;
+        self.flushed.store(wrote, Ordering::Release);
+        Ok(wrote)
+    }
+}
+
+/// Reserves every block of the file so later writes through the mapping cannot hit ENOSPC.
+fn allocate(file: &File, size: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain syscall on an fd we own.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
+    match rc {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(size),
+        err => Err(io::Error::from_raw_os_error(err)),
+    }
+}
+
+/// Pre-faults every page of a fresh mapping for writing.
+fn populate_write(map: &MmapRaw) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    // SAFETY: advice on a mapping we own; on kernels without POPULATE_WRITE it fails harmlessly.
+    let rc = unsafe { libc::madvise(map.as_mut_ptr().cast(), map.len(), MADV_POPULATE_WRITE) };
+    if rc != 0 {
+        // Older kernel: touch one byte per page. The file is fresh (all zero), so writing zero is
+        // a no-op for content but faults the page in writable.
+        let p = map.as_mut_ptr();
+        let mut i = 0;
+        while i < map.len() {
+            // SAFETY: i < len, inside our private-to-the-owner fresh mapping.
+            unsafe { std::ptr::write_volatile(p.add(i), 0) };
+            i += OS_PAGE_SIZE as usize;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_is_fully_allocated_and_named_by_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = MappedFile::create(dir.path(), 8192, 8192, Warm::Populate).unwrap();
+        assert_eq!(f.path().file_name().unwrap(), "00000000000000008192");
+        let meta = std::fs::metadata(f.path()).unwrap();
+        assert_eq!(meta.len(), 8192);
+        use std::os::unix::fs::MetadataExt;
+        assert!(
+            meta.blocks() * 512 >= 8192,
+            "blocks are reserved, not sparse"
+        );
+        // no temp files left behind
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn readers_see_only_published_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = MappedFile::create(dir.path(), 0, 4096, Warm::No).unwrap();
+        unsafe { f.write_slice(0, 4).copy_from_slice(b"abcd") };
+        assert_eq!(f.read(0, 4), None);
+        f.publish_wrote(4);
+        assert_eq!(f.read(0, 4), Some(&b"abcd"[..]));
+        assert_eq!(f.read(2, 4), None);
+        assert_eq!(f.read_from(1), b"bcd");
+        assert_eq!(f.flush(0).unwrap(), 4);
+        assert_eq!(f.flushed_position(), 4);
+    }
+
+    #[test]
+    fn second_creator_opens_the_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = MappedFile::create(dir.path(), 0, 4096, Warm::No).unwrap();
+        unsafe { a.write_slice(0, 1).copy_from_slice(b"x") };
+        a.publish_wrote(1);
+        let b = MappedFile::create(dir.path(), 0, 4096, Warm::No).unwrap();
+        b.publish_wrote(1);
+        assert_eq!(b.read(0, 1), Some(&b"x"[..]));
+    }
+
+    #[test]
+    fn open_rejects_wrong_length_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("00000000000000000000");
+        std::fs::write(&p, b"short").unwrap();
+        let e = MappedFile::open(&p, 4096).unwrap_err();
+        assert!(e.to_string().contains("00000000000000000000"), "{e}");
+        assert!(e.to_string().contains("4096"), "{e}");
+    }
+}

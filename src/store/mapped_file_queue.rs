@@ -1,0 +1,323 @@
+//! `MappedFileQueue`: the ordered list of equally sized [`MappedFile`]s that together form one
+//! logical byte space (the CommitLog, or one ConsumeQueue). File `i` covers
+//! `[from_i, from_i + file_size)` and consecutive files are adjacent.
+//!
+//! The owner (one actor) appends files and truncates; readers hold a [`FileQueueView`], which loads
+//! the current list from an `ArcSwap` — publishing a new list never blocks a reader and a reader
+//! never blocks the owner. A file dropped from the list stays mapped until its last reader drops
+//! its `Arc`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::mapped_file::{MappedFile, Warm};
+
+pub type FileList = Arc<Vec<Arc<MappedFile>>>;
+
+pub struct MappedFileQueue {
+    dir: PathBuf,
+    file_size: u64,
+    files: Arc<ArcSwap<Vec<Arc<MappedFile>>>>,
+}
+
+/// Read-only, cloneable view of a file queue for readers on any thread.
+#[derive(Clone)]
+pub struct FileQueueView {
+    file_size: u64,
+    files: Arc<ArcSwap<Vec<Arc<MappedFile>>>>,
+}
+
+impl MappedFileQueue {
+    /// Loads every file in `dir` (sorted by name). A file whose length differs from `file_size`
+    /// is an error naming it; a name that is not a 20-digit offset is skipped. Positions are set
+    /// to "full" as RocketMQ does; recovery then fixes the tail.
+    pub fn load(dir: &Path, file_size: u64) -> io::Result<MappedFileQueue> {
+        std::fs::create_dir_all(dir)?;
+        let mut names: Vec<(u64, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.len() != 20 || !name.bytes().all(|b| b.is_ascii_digit()) {
+                // Leftover temp files of an interrupted creation are removed.
+                if name.ends_with(".tmp") {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+                continue;
+            }
+            names.push((name.parse().unwrap_or(0), entry.path()));
+        }
+        names.sort();
+        let mut files = Vec::with_capacity(names.len());
+        for (i, (from, path)) in names.iter().enumerate() {
+            let len = std::fs::metadata(path)?.len();
+            if len == 0 && i + 1 == names.len() {
+                // A zero-length last file is an interrupted creation (RocketMQ 5 deletes it).
+                std::fs::remove_file(path)?;
+                continue;
+            }
+            if from % file_size != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: start offset {from} is not a multiple of the file size {file_size}",
+                        path.display()
+                    ),
+                ));
+            }
+            let f = MappedFile::open(path, file_size)?;
+            f.set_positions(file_size);
+            files.push(Arc::new(f));
+        }
+        for w in files.windows(2) {
+            if w[1].file_from_offset() != w[0].file_from_offset() + file_size {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: not adjacent to {} (a file is missing between them)",
+                        w[1].path().display(),
+                        w[0].path().display()
+                    ),
+                ));
+            }
+        }
+        Ok(MappedFileQueue {
+            dir: dir.to_path_buf(),
+            file_size,
+            files: Arc::new(ArcSwap::from_pointee(files)),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+    pub fn view(&self) -> FileQueueView {
+        FileQueueView {
+            file_size: self.file_size,
+            files: self.files.clone(),
+        }
+    }
+    pub fn files(&self) -> FileList {
+        self.files.load_full()
+    }
+    pub fn last(&self) -> Option<Arc<MappedFile>> {
+        self.files.load().last().cloned()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.files.load().is_empty()
+    }
+
+    /// Appends a file created for this queue; it must start where the last one ends.
+    pub fn push(&self, file: Arc<MappedFile>) -> io::Result<()> {
+        let cur = self.files.load();
+        if let Some(last) = cur.last() {
+            if file.file_from_offset() != last.file_from_offset() + self.file_size {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: does not follow {}",
+                        file.path().display(),
+                        last.path().display()
+                    ),
+                ));
+            }
+        }
+        let mut next = Vec::with_capacity(cur.len() + 1);
+        next.extend(cur.iter().cloned());
+        next.push(file);
+        self.files.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// Creates (synchronously) the file starting at `from` and appends it.
+    pub fn create_and_push(&self, from: u64, warm: Warm) -> io::Result<Arc<MappedFile>> {
+        let f = Arc::new(MappedFile::create(&self.dir, from, self.file_size, warm)?);
+        self.push(f.clone())?;
+        Ok(f)
+    }
+
+    /// Global offset one past the last published byte (0 when empty).
+    pub fn max_offset(&self) -> u64 {
+        self.view().max_offset()
+    }
+
+    pub fn min_offset(&self) -> u64 {
+        self.view().min_offset()
+    }
+
+    /// Recovery: cut everything at and beyond global `offset`. Files starting after it are
+    /// removed from disk; the file containing it gets its positions set to `offset % size`.
+    /// Tail bytes are not zeroed (new writes overwrite them), as in RocketMQ.
+    pub fn truncate_dirty(&self, offset: u64) -> io::Result<()> {
+        let cur = self.files.load_full();
+        let mut keep = Vec::with_capacity(cur.len());
+        for f in cur.iter() {
+            let end = f.file_from_offset() + self.file_size;
+            if end <= offset {
+                keep.push(f.clone());
+            } else if f.file_from_offset() <= offset {
+                // `offset` lies inside (or at the start of) this file.
+                f.set_positions(offset - f.file_from_offset());
+                keep.push(f.clone());
+            } else {
+                f.mark_unavailable();
+                std::fs::remove_file(f.path())?;
+            }
+        }
+        self.files.store(Arc::new(keep));
+        Ok(())
+    }
+
+    /// Removes the first `n` files from the list and from disk (retention); readers still holding
+    /// them keep their mapping until they drop it.
+    pub fn delete_first(&self, n: usize) -> io::Result<()> {
+        let cur = self.files.load_full();
+        let n = n.min(cur.len());
+        for f in &cur[..n] {
+            f.mark_unavailable();
+            std::fs::remove_file(f.path())?;
+        }
+        self.files.store(Arc::new(cur[n..].to_vec()));
+        Ok(())
+    }
+
+    /// Flushes the file containing the lowest unflushed byte; returns the global flushed offset.
+    pub fn flush(&self, least_pages: u64) -> io::Result<u64> {
+        let files = self.files.load();
+        let mut flushed = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
+        for f in files.iter() {
+            let pos = f.flush(least_pages)?;
+            flushed = f.file_from_offset() + pos;
+            if pos < self.file_size {
+                break;
+            }
+        }
+        Ok(flushed)
+    }
+}
+
+impl FileQueueView {
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+    pub fn files(&self) -> FileList {
+        self.files.load_full()
+    }
+
+    /// The file containing global `offset`, if any.
+    pub fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
+        let files = self.files.load();
+        let first = files.first()?.file_from_offset();
+        if offset < first {
+            return None;
+        }
+        let idx = ((offset - first) / self.file_size) as usize;
+        files.get(idx).filter(|f| f.is_available()).cloned()
+    }
+
+    /// `len` bytes at global `offset`, if published and inside one file.
+    pub fn read(&self, offset: u64, len: usize) -> Option<ReadSlice> {
+        let file = self.find(offset)?;
+        let pos = offset - file.file_from_offset();
+        file.read(pos, len)?;
+        Some(ReadSlice { file, pos, len })
+    }
+
+    pub fn max_offset(&self) -> u64 {
+        let files = self.files.load();
+        files
+            .last()
+            .map(|f| f.file_from_offset() + f.wrote_position())
+            .unwrap_or(0)
+    }
+
+    pub fn min_offset(&self) -> u64 {
+        self.files
+            .load()
+            .first()
+            .map(|f| f.file_from_offset())
+            .unwrap_or(0)
+    }
+}
+
+/// A zero-copy view of published bytes; keeps its file mapped while alive.
+#[derive(Clone)]
+pub struct ReadSlice {
+    file: Arc<MappedFile>,
+    pos: u64,
+    len: usize,
+}
+
+impl ReadSlice {
+    pub fn as_bytes(&self) -> &[u8] {
+        // Checked published at construction; published bytes never shrink for a live reader.
+        self.file.read(self.pos, self.len).unwrap_or(&[])
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn global_offset(&self) -> u64 {
+        self.file.file_from_offset() + self.pos
+    }
+}
+
+impl std::fmt::Debug for ReadSlice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReadSlice({}+{})", self.global_offset(), self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill(f: &MappedFile, upto: u64) {
+        let cur = f.wrote_position();
+        unsafe { f.write_slice(cur, (upto - cur) as usize).fill(7) };
+        f.publish_wrote(upto);
+    }
+
+    #[test]
+    fn load_push_find_and_truncate() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        assert!(q.is_empty());
+        let a = q.create_and_push(0, Warm::No).unwrap();
+        fill(&a, 4096);
+        let b = q.create_and_push(4096, Warm::No).unwrap();
+        fill(&b, 100);
+        assert_eq!(q.max_offset(), 4196);
+        let v = q.view();
+        assert_eq!(v.find(5000).unwrap().file_from_offset(), 4096);
+        assert!(v.read(4190, 6).is_some());
+        assert!(v.read(4190, 7).is_none());
+        assert!(q.push(a.clone()).is_err(), "non-adjacent push refused");
+
+        drop((a, b));
+        let q2 = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        assert_eq!(q2.files().len(), 2);
+        q2.truncate_dirty(1000).unwrap();
+        assert_eq!(q2.files().len(), 1);
+        assert_eq!(q2.max_offset(), 1000);
+        assert!(!dir.path().join("00000000000000004096").exists());
+    }
+
+    #[test]
+    fn load_refuses_a_gap_and_names_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        q.create_and_push(0, Warm::No).unwrap();
+        MappedFile::create(dir.path(), 8192, 4096, Warm::No).unwrap();
+        let e = MappedFileQueue::load(dir.path(), 4096).err().unwrap();
+        assert!(e.to_string().contains("00000000000000008192"), "{e}");
+    }
+}

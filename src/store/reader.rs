@@ -1,0 +1,269 @@
+//! The read side of the store: everything a consumer, a query or an admin tool asks, answered on
+//! the caller's thread from published watermarks — never through a writer's mailbox (DESIGN §4).
+//!
+//! A [`StoreReader`] is cheap to clone and `Send + Sync`: it holds views of the CommitLog file
+//! queue, the ConsumeQueue table and the index. Every answer only covers bytes that their owners
+//! have published, so readers never block writers and never see a half-written record.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::consume_queue::{CqTable, CqView};
+use super::mapped_file_queue::{FileQueueView, ReadSlice};
+use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
+use crate::format::java::java_string_hash;
+use crate::format::record::{self, Check};
+use crate::offset::{PhyOffset, QueueOffset};
+
+/// RocketMQ's `GetMessageStatus` (spec §11.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GetStatus {
+    Found,
+    NoMatchedMessage,
+    MessageWasRemoving,
+    OffsetFoundNull,
+    OffsetOverflowBadly,
+    OffsetOverflowOne,
+    OffsetTooSmall,
+    NoMatchedLogicQueue,
+    NoMessageInQueue,
+}
+
+/// The result of a pull-style read.
+#[derive(Debug)]
+pub struct GetResult {
+    pub status: GetStatus,
+    pub next_begin_offset: QueueOffset,
+    pub min_offset: QueueOffset,
+    pub max_offset: QueueOffset,
+    /// Raw records, each exactly as stored (the pull response body is their concatenation).
+    pub messages: Vec<ReadSlice>,
+    /// Queue offset of each message in `messages`.
+    pub queue_offsets: Vec<QueueOffset>,
+    pub total_bytes: usize,
+}
+
+/// Tag filter by hash, as the ConsumeQueue stores it. `None` = everything (`*`).
+#[derive(Clone, Debug, Default)]
+pub struct TagFilter {
+    codes: Option<HashSet<i32>>,
+}
+
+impl TagFilter {
+    pub fn all() -> TagFilter {
+        TagFilter { codes: None }
+    }
+    /// From a subscription expression like `TagA || TagB`; `*`, empty or null means all.
+    pub fn from_expression(expr: &str) -> TagFilter {
+        let expr = expr.trim();
+        if expr.is_empty() || expr == "*" {
+            return TagFilter::all();
+        }
+        let codes = expr
+            .split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(java_string_hash)
+            .collect();
+        TagFilter { codes: Some(codes) }
+    }
+    pub fn from_codes(codes: impl IntoIterator<Item = i32>) -> TagFilter {
+        TagFilter {
+            codes: Some(codes.into_iter().collect()),
+        }
+    }
+    #[inline]
+    pub fn matches(&self, tags_code: i64) -> bool {
+        match &self.codes {
+            None => true,
+            Some(set) => set.contains(&(tags_code as i32)),
+        }
+    }
+}
+
+/// Per-read limits (RocketMQ's `maxTransfer*OnMessageInMemory`).
+#[derive(Clone, Copy, Debug)]
+pub struct GetLimits {
+    pub max_msgs: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for GetLimits {
+    fn default() -> Self {
+        GetLimits {
+            max_msgs: 32,
+            max_bytes: 256 * 1024,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct StoreReader {
+    commit_log: FileQueueView,
+    cqs: CqTable,
+}
+
+impl StoreReader {
+    pub fn new(commit_log: FileQueueView, cqs: CqTable) -> StoreReader {
+        StoreReader { commit_log, cqs }
+    }
+    pub fn commit_log(&self) -> &FileQueueView {
+        &self.commit_log
+    }
+    pub fn consume_queues(&self) -> &CqTable {
+        &self.cqs
+    }
+    pub fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<CqView>> {
+        self.cqs.get(topic, queue_id)
+    }
+
+    /// One raw record by physical offset (VIEW_MESSAGE_BY_ID), if it is published and valid.
+    pub fn record_at(&self, phy: PhyOffset) -> Option<ReadSlice> {
+        let head = self.commit_log.read(phy.0, 4)?;
+        let size = i32::from_be_bytes(head.as_bytes().try_into().ok()?);
+        if size <= 0 {
+            return None;
+        }
+        let s = self.commit_log.read(phy.0, size as usize)?;
+        match record::check(s.as_bytes(), false) {
+            Ok(Check::Record(_)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Store time of the record at `phy` (reads only the header).
+    pub fn store_time_at(&self, phy: PhyOffset) -> Option<i64> {
+        let rec = self.record_at(phy)?;
+        match record::check(rec.as_bytes(), false) {
+            Ok(Check::Record(r)) => Some(r.store_timestamp),
+            _ => None,
+        }
+    }
+
+    pub fn max_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+        self.queue(topic, queue_id)
+            .map(|q| q.max_offset())
+            .unwrap_or_default()
+    }
+    pub fn min_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+        self.queue(topic, queue_id)
+            .map(|q| q.min_offset())
+            .unwrap_or_default()
+    }
+
+    /// Store time of the first message of the queue (GET_EARLIEST_MSG_STORETIME); `None` if empty.
+    pub fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Option<i64> {
+        let q = self.queue(topic, queue_id)?;
+        let u = q.unit(q.min_offset())?;
+        self.store_time_at(PhyOffset(u.phy_offset as u64))
+    }
+
+    /// First queue offset whose store time is ≥ `ts` (SEARCH_OFFSET_BY_TIMESTAMP); the max offset
+    /// if every message is older, 0 for an unknown queue.
+    pub fn offset_by_time(&self, topic: &str, queue_id: i32, ts: i64) -> QueueOffset {
+        let Some(q) = self.queue(topic, queue_id) else {
+            return QueueOffset(0);
+        };
+        q.search_by_time(ts, |u| self.store_time_at(PhyOffset(u.phy_offset as u64)))
+    }
+
+    /// Reads messages of (topic, queue) from `offset` (PULL), following RocketMQ's status and
+    /// next-offset rules (spec §11.7, §14 item 7): the next offset advances over every unit
+    /// scanned, including tag-filtered ones.
+    pub fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        limits: GetLimits,
+        filter: &TagFilter,
+    ) -> GetResult {
+        let mut res = GetResult {
+            status: GetStatus::NoMatchedLogicQueue,
+            next_begin_offset: QueueOffset(0),
+            min_offset: QueueOffset(0),
+            max_offset: QueueOffset(0),
+            messages: Vec::new(),
+            queue_offsets: Vec::new(),
+            total_bytes: 0,
+        };
+        let Some(q) = self.queue(topic, queue_id) else {
+            res.next_begin_offset = QueueOffset(0);
+            return res;
+        };
+        let (min, max) = (q.min_offset(), q.max_offset());
+        res.min_offset = min;
+        res.max_offset = max;
+        if max.0 == 0 {
+            res.status = GetStatus::NoMessageInQueue;
+            return res;
+        }
+        if offset < min {
+            res.status = GetStatus::OffsetTooSmall;
+            res.next_begin_offset = min;
+            return res;
+        }
+        if offset == max {
+            res.status = GetStatus::OffsetOverflowOne;
+            res.next_begin_offset = offset;
+            return res;
+        }
+        if offset > max {
+            res.status = GetStatus::OffsetOverflowBadly;
+            res.next_begin_offset = max;
+            return res;
+        }
+        let max_msgs = limits.max_msgs.max(1);
+        // RocketMQ scans at most max(16000, maxMsgNums * 20) ConsumeQueue bytes per pull.
+        let max_scan_units = (16_000 / CQ_UNIT_SIZE).max(max_msgs);
+        let mut units: Vec<CqUnit> = Vec::with_capacity(max_msgs.min(1024));
+        let mut cur = offset;
+        let mut scanned = 0usize;
+        let mut removing = false;
+        'scan: while scanned < max_scan_units && cur < max {
+            units.clear();
+            q.units_from(cur, (max_scan_units - scanned).min(1024), &mut units);
+            if units.is_empty() {
+                if res.messages.is_empty() && scanned == 0 {
+                    res.status = GetStatus::OffsetFoundNull;
+                    res.next_begin_offset = q.next_file_start(cur).min(max);
+                    return res;
+                }
+                break;
+            }
+            for u in &units {
+                if res.messages.len() >= max_msgs {
+                    break 'scan;
+                }
+                if u.size == i32::MAX || !filter.matches(u.tags_code) {
+                    cur = cur.plus(1);
+                    scanned += 1;
+                    continue;
+                }
+                if !res.messages.is_empty() && res.total_bytes + u.size as usize > limits.max_bytes
+                {
+                    break 'scan;
+                }
+                match self.commit_log.read(u.phy_offset as u64, u.size as usize) {
+                    Some(slice) => {
+                        res.total_bytes += slice.len();
+                        res.messages.push(slice);
+                        res.queue_offsets.push(cur);
+                    }
+                    None => removing = true,
+                }
+                cur = cur.plus(1);
+                scanned += 1;
+            }
+        }
+        res.next_begin_offset = cur;
+        res.status = if !res.messages.is_empty() {
+            GetStatus::Found
+        } else if removing {
+            GetStatus::MessageWasRemoving
+        } else {
+            GetStatus::NoMatchedMessage
+        };
+        res
+    }
+}

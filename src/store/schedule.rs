@@ -1,0 +1,193 @@
+//! Delayed ("scheduled") messages, the pure part (spec §10): the put-time rewrite to
+//! `SCHEDULE_TOPIC_XXXX`, the delivery time stored as the ConsumeQueue tagsCode, the message
+//! rebuilt for the real topic at delivery, and `config/delayOffset.json`.
+//!
+//! The `ScheduleDelivery` actor owns the progress per level and the timers; this module owns the
+//! rules, so they are tested without a runtime.
+
+use std::collections::BTreeMap;
+
+use crate::format::java::tags_code;
+use crate::format::properties::{self, keys};
+use crate::format::record::{NewMessage, RecordView};
+
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
+/// Delay level of a message (`DELAY` property), if > 0.
+pub fn delay_level(props: &str) -> Option<usize> {
+    properties::find(props, keys::DELAY)
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|l| *l > 0)
+        .map(|l| l as usize)
+}
+
+/// Put-time rewrite: a non-transactional (or commit) message with `DELAY` > 0 goes to
+/// `SCHEDULE_TOPIC_XXXX`, queue `level - 1` (level clamped to the configured count), keeping its
+/// real topic and queue in `REAL_TOPIC` / `REAL_QID`. Returns the level used.
+pub fn rewrite_for_delay(msg: &mut NewMessage, levels: usize) -> Option<usize> {
+    use crate::format::record::sys_flag;
+    let t = msg.sys_flag & sys_flag::TRANSACTION_TYPE_MASK;
+    if t != sys_flag::TRANSACTION_NOT_TYPE && t != sys_flag::TRANSACTION_COMMIT_TYPE {
+        return None;
+    }
+    let level = delay_level(&msg.properties)?.min(levels);
+    if level == 0 {
+        return None;
+    }
+    let p = properties::set(&msg.properties, keys::REAL_TOPIC, &msg.topic);
+    let p = properties::set(&p, keys::REAL_QID, &msg.queue_id.to_string());
+    let p = properties::set(&p, keys::DELAY, &level.to_string());
+    msg.properties = p;
+    msg.topic = SCHEDULE_TOPIC.to_string();
+    msg.queue_id = (level - 1) as i32;
+    Some(level)
+}
+
+/// The ConsumeQueue tagsCode of a record: the Java hash of its TAGS, except in the schedule topic,
+/// where it is the delivery time (store time + the level's delay).
+pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
+    if r.topic == SCHEDULE_TOPIC {
+        if let Some(level) = delay_level(r.properties) {
+            let idx = level.min(delay_levels_ms.len()).saturating_sub(1);
+            if let Some(d) = delay_levels_ms.get(idx) {
+                return r.store_timestamp + *d as i64;
+            }
+        }
+    }
+    r.tags().map(tags_code).unwrap_or(0)
+}
+
+/// The message delivered to the real topic when its time has come (spec §10): same body, flag,
+/// properties minus `DELAY`, born data and reconsume count; `WAIT=false`; topic and queue from
+/// `REAL_TOPIC` / `REAL_QID`. `None` if the record carries no real topic.
+pub fn message_for_delivery(r: &RecordView<'_>) -> Option<NewMessage> {
+    let topic = properties::find(r.properties, keys::REAL_TOPIC)?.to_string();
+    let queue_id = properties::find(r.properties, keys::REAL_QID)?
+        .parse()
+        .ok()?;
+    let props = properties::remove(r.properties, keys::DELAY);
+    let props = properties::set(&props, keys::WAIT, "false");
+    Some(NewMessage {
+        topic,
+        queue_id,
+        flag: r.flag,
+        sys_flag: r.sys_flag,
+        born_timestamp: r.born_timestamp,
+        born_host: r.born_host,
+        store_host: r.store_host,
+        reconsume_times: r.reconsume_times,
+        prepared_tx_offset: r.prepared_tx_offset,
+        body: bytes::Bytes::copy_from_slice(r.body),
+        body_crc: r.body_crc,
+        properties: props,
+    })
+}
+
+/// `config/delayOffset.json`: `{"offsetTable":{"1":5,...}}` — level → next ConsumeQueue offset.
+/// Written with quoted keys (valid JSON, which fastjson also reads); read with or without quotes,
+/// since Java writes integer keys unquoted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DelayOffsets(pub BTreeMap<usize, u64>);
+
+impl DelayOffsets {
+    pub fn to_json(&self) -> String {
+        let table: BTreeMap<String, u64> =
+            self.0.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        serde_json::json!({ "offsetTable": table }).to_string()
+    }
+
+    pub fn from_json(text: &str) -> Result<DelayOffsets, String> {
+        let fixed = quote_integer_keys(text);
+        let v: serde_json::Value =
+            serde_json::from_str(&fixed).map_err(|e| format!("invalid JSON: {e}"))?;
+        let table = v
+            .get("offsetTable")
+            .and_then(|t| t.as_object())
+            .ok_or_else(|| "field offsetTable: missing or not an object".to_string())?;
+        let mut out = BTreeMap::new();
+        for (k, v) in table {
+            let level: usize = k
+                .parse()
+                .map_err(|_| format!("offsetTable key {k:?} is not a level number"))?;
+            let off = v
+                .as_u64()
+                .ok_or_else(|| format!("offsetTable[{k}] is not a non-negative integer"))?;
+            out.insert(level, off);
+        }
+        Ok(DelayOffsets(out))
+    }
+}
+
+/// Turns `{1:5,` into `{"1":5,` outside of strings (Java's fastjson map-key style).
+fn quote_integer_keys(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut in_str = false;
+    let mut escaped = false;
+    let b: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            i += 1;
+            continue;
+        }
+        if c == '"' {
+            in_str = true;
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        if (c == '{' || c == ',') && i + 1 < b.len() {
+            out.push(c);
+            let mut j = i + 1;
+            while j < b.len() && b[j].is_whitespace() {
+                j += 1;
+            }
+            let start = j;
+            while j < b.len() && (b[j].is_ascii_digit() || b[j] == '-') {
+                j += 1;
+            }
+            let mut k = j;
+            while k < b.len() && b[k].is_whitespace() {
+                k += 1;
+            }
+            if j > start && k < b.len() && b[k] == ':' {
+                out.push('"');
+                out.extend(&b[start..j]);
+                out.push('"');
+                i = j;
+                continue;
+            }
+            i += 1;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delay_offsets_json_reads_java_unquoted_keys() {
+        let d = DelayOffsets::from_json(r#"{"offsetTable":{1:5,2:0,18:7}}"#).unwrap();
+        assert_eq!(d.0.get(&1), Some(&5));
+        assert_eq!(d.0.get(&18), Some(&7));
+        let again = DelayOffsets::from_json(&d.to_json()).unwrap();
+        assert_eq!(again, d);
+        assert!(DelayOffsets::from_json("{}")
+            .unwrap_err()
+            .contains("offsetTable"));
+    }
+}

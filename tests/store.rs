@@ -1,0 +1,666 @@
+//! End-to-end tests of the store through its actors: what a RocketMQ user relies on — rolling
+//! files, contiguous queue offsets, limits answering their status, delayed delivery, index
+//! queries, tag filtering, reads of empty and unknown topics, reopening after a clean stop, and an
+//! on-disk layout RocketMQ's own tools can read byte for byte.
+//!
+//! Deterministic: temp dirs, an injected clock, bounded waits (no sleeps to "let things happen").
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actormq::store::{Store, StoreParams};
+use actormq_core::clock::ManualClock;
+use actormq_core::format::java::java_string_hash;
+use actormq_core::format::properties::{self, keys};
+use actormq_core::format::record::{self, body_crc, Check, NewMessage};
+use actormq_core::offset::{PhyOffset, QueueOffset};
+use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
+use actormq_core::store::schedule::SCHEDULE_TOPIC;
+use actormq_core::store::status::PutStatus;
+use bytes::Bytes;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn host() -> SocketAddr {
+    "127.0.0.1:10911".parse().unwrap()
+}
+
+fn msg(topic: &str, queue_id: i32, body: &[u8], props: &[(&str, &str)]) -> NewMessage {
+    let body = Bytes::copy_from_slice(body);
+    NewMessage {
+        topic: topic.to_string(),
+        queue_id,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: T0,
+        born_host: "127.0.0.1:40000".parse().unwrap(),
+        store_host: host(),
+        reconsume_times: 0,
+        prepared_tx_offset: 0,
+        body_crc: body_crc(&body),
+        body,
+        properties: properties::encode(props),
+    }
+}
+
+async fn open(root: &Path, clock: &ManualClock, tweak: impl FnOnce(&mut StoreParams)) -> Store {
+    let mut p = StoreParams::for_tests(root);
+    tweak(&mut p);
+    Store::open(p, Arc::new(clock.clone()))
+        .await
+        .expect("store opens")
+}
+
+async fn settle(store: &Store) {
+    assert!(
+        store
+            .wait_dispatched(store.max_offset(), Duration::from_secs(10))
+            .await,
+        "dispatch caught up"
+    );
+}
+
+fn all(store: &Store, topic: &str, q: i32) -> Vec<(QueueOffset, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut off = QueueOffset(0);
+    loop {
+        let r = store
+            .reader()
+            .get_messages(topic, q, off, GetLimits::default(), &TagFilter::all());
+        if r.status != GetStatus::Found {
+            break;
+        }
+        for (m, o) in r.messages.iter().zip(&r.queue_offsets) {
+            match record::check(m.as_bytes(), true).unwrap() {
+                Check::Record(rec) => out.push((*o, rec.body.to_vec())),
+                Check::Blank { .. } => panic!("blank served as a message"),
+            }
+        }
+        off = r.next_begin_offset;
+    }
+    out
+}
+
+#[actix::test]
+async fn messages_roll_across_files_and_all_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| p.commit_log_file_size = 64 * 1024).await;
+    for i in 0..300u32 {
+        let body = format!("{i:04}").repeat(256); // 1 KiB
+        store
+            .put(msg("RollTopic", (i % 3) as i32, body.as_bytes(), &[]))
+            .await
+            .unwrap();
+    }
+    settle(&store).await;
+    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("commitlog"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
+    files.sort_by_key(|e| e.file_name());
+    assert!(files.len() >= 5, "several files: {}", files.len());
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(
+            f.file_name().into_string().unwrap(),
+            format!("{:020}", i as u64 * 65536)
+        );
+        assert_eq!(f.metadata().unwrap().len(), 65536);
+    }
+    let mut total = 0;
+    for q in 0..3 {
+        let got = all(&store, "RollTopic", q);
+        for (k, (off, body)) in got.iter().enumerate() {
+            assert_eq!(off.0, k as u64, "contiguous queue offsets");
+            let i = k as u32 * 3 + q as u32;
+            assert_eq!(body, format!("{i:04}").repeat(256).as_bytes());
+        }
+        total += got.len();
+    }
+    assert_eq!(total, 300);
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn queue_offsets_are_contiguous_across_1000_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    for round in 0..3u64 {
+        let batch: Vec<_> = (0..1000).map(|q| msg("Many", q, b"x", &[])).collect();
+        for r in store.put_many(batch).await {
+            assert_eq!(r.unwrap().queue_offset, QueueOffset(round));
+        }
+    }
+    settle(&store).await;
+    for q in 0..1000 {
+        assert_eq!(store.reader().max_offset("Many", q), QueueOffset(3));
+        let got = all(&store, "Many", q);
+        assert_eq!(
+            got.iter().map(|g| g.0 .0).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+    }
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn each_limit_answers_its_status_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| p.max_message_size = 1024).await;
+    let cases: Vec<(NewMessage, PutStatus, i32, &str)> = vec![
+        (
+            msg("T", 0, &[0; 1025], &[]),
+            PutStatus::MessageIllegal,
+            13,
+            "maxMessageSize",
+        ),
+        (
+            msg("T", 0, b"x", &[("BIG", &"v".repeat(33_000))]),
+            PutStatus::PropertiesSizeExceeded,
+            13,
+            "32767",
+        ),
+        (
+            msg("bad topic", 0, b"x", &[]),
+            PutStatus::TopicIllegal,
+            29,
+            "allowed characters",
+        ),
+        (
+            msg(&"t".repeat(128), 0, b"x", &[]),
+            PutStatus::TopicIllegal,
+            29,
+            "127",
+        ),
+        (msg("", 0, b"x", &[]), PutStatus::TopicIllegal, 29, "blank"),
+        (
+            msg(SCHEDULE_TOPIC, 0, b"x", &[]),
+            PutStatus::TopicForbidden,
+            16,
+            "forbidden",
+        ),
+        (
+            msg("RMQ_SYS_TRANS_HALF_TOPIC", 0, b"x", &[]),
+            PutStatus::TopicForbidden,
+            16,
+            "forbidden",
+        ),
+        (
+            msg("T", 70_000, b"x", &[]),
+            PutStatus::MessageIllegal,
+            13,
+            "queue id",
+        ),
+    ];
+    for (m, status, code, remark) in cases {
+        let e = store.put(m).await.unwrap_err();
+        assert_eq!(e.status, status, "{e}");
+        assert_eq!(e.status.response_code(), code);
+        assert!(
+            e.remark.contains(remark),
+            "remark {:?} names {remark:?}",
+            e.remark
+        );
+    }
+    assert_eq!(store.max_offset(), PhyOffset(0), "refusals write nothing");
+    // A producer batch with a delay level is refused as a whole.
+    let e = store
+        .put_producer_batch(vec![
+            msg("T", 0, b"a", &[]),
+            msg("T", 0, b"b", &[(keys::DELAY, "1")]),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, PutStatus::MessageIllegal);
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn delay_level_1_message_reaches_its_real_topic_after_one_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    let ok = store
+        .put(msg(
+            "RealTopic",
+            2,
+            b"later",
+            &[(keys::DELAY, "1"), (keys::TAGS, "TagD")],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ok.queue_offset, QueueOffset(0));
+    settle(&store).await;
+    // Stored in SCHEDULE_TOPIC_XXXX queue 0 with tagsCode = store time + 1 s.
+    let sq = store
+        .reader()
+        .queue(SCHEDULE_TOPIC, 0)
+        .expect("schedule queue 0");
+    assert_eq!(sq.unit(QueueOffset(0)).unwrap().tags_code, T0 + 1000);
+    // Not due yet: several schedule ticks pass with the clock standing still.
+    for _ in 0..5 {
+        actix_rt::time::sleep(Duration::from_millis(30)).await;
+        assert_eq!(store.reader().max_offset("RealTopic", 2), QueueOffset(0));
+    }
+    clock.advance_ms(999);
+    actix_rt::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(
+        store.reader().max_offset("RealTopic", 2),
+        QueueOffset(0),
+        "999 ms is not enough"
+    );
+    clock.advance_ms(1);
+    let mut delivered = false;
+    for _ in 0..500 {
+        if store.reader().max_offset("RealTopic", 2) == QueueOffset(1) {
+            delivered = true;
+            break;
+        }
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(delivered, "delivered within the bounded wait");
+    let r = store.reader().get_messages(
+        "RealTopic",
+        2,
+        QueueOffset(0),
+        GetLimits::default(),
+        &TagFilter::from_expression("TagD"),
+    );
+    assert_eq!(r.status, GetStatus::Found);
+    let Check::Record(rec) = record::check(r.messages[0].as_bytes(), true).unwrap() else {
+        panic!()
+    };
+    assert_eq!(rec.body, b"later");
+    assert_eq!(rec.topic, "RealTopic");
+    assert!(rec.store_timestamp >= T0 + 1000);
+    assert_eq!(rec.property(keys::DELAY), None);
+    assert_eq!(rec.property(keys::REAL_TOPIC), Some("RealTopic"));
+    // Progress is recorded and persisted at stop.
+    assert_eq!(store.delay_offsets().await.unwrap().0.get(&1), Some(&1));
+    store.shutdown().await.unwrap();
+    let saved = std::fs::read_to_string(dir.path().join("config/delayOffset.json")).unwrap();
+    assert!(saved.contains("\"1\":1"), "{saved}");
+}
+
+#[actix::test]
+async fn index_query_by_keys_and_by_uniq_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    let a = store
+        .put(msg(
+            "IdxT",
+            0,
+            b"a",
+            &[
+                (keys::KEYS, "order-1 user-7"),
+                (keys::UNIQ_KEY, "AC11000100002A9F0000000000000001"),
+            ],
+        ))
+        .await
+        .unwrap();
+    clock.advance_ms(5000);
+    let b = store
+        .put(msg("IdxT", 1, b"b", &[(keys::KEYS, "order-2")]))
+        .await
+        .unwrap();
+    store
+        .put(msg("Other", 0, b"c", &[(keys::KEYS, "order-1")]))
+        .await
+        .unwrap();
+    settle(&store).await;
+    let idx = store.index().expect("index enabled");
+    let q = |key: &str| idx.query("IdxT", key, 64, 0, i64::MAX).phy_offsets;
+    assert_eq!(
+        q("order-1"),
+        vec![a.phy_offset.0 as i64],
+        "topic-scoped: Other's order-1 not returned"
+    );
+    assert_eq!(q("user-7"), vec![a.phy_offset.0 as i64]);
+    assert_eq!(q("order-2"), vec![b.phy_offset.0 as i64]);
+    assert_eq!(
+        q("AC11000100002A9F0000000000000001"),
+        vec![a.phy_offset.0 as i64]
+    );
+    assert!(q("nope").is_empty());
+    // The time range excludes a message stored before it.
+    assert!(idx
+        .query("IdxT", "order-1", 64, T0 + 1000, i64::MAX)
+        .phy_offsets
+        .is_empty());
+    // And the record is served by physical offset (what VIEW_MESSAGE_BY_ID does).
+    let rec = store.reader().record_at(a.phy_offset).unwrap();
+    let Check::Record(r) = record::check(rec.as_bytes(), true).unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.body, b"a");
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn tag_filter_returns_matching_messages_and_advances_over_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    for i in 0..10 {
+        let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
+        store
+            .put(msg(
+                "TagT",
+                0,
+                format!("{i}").as_bytes(),
+                &[(keys::TAGS, tag)],
+            ))
+            .await
+            .unwrap();
+    }
+    store.put(msg("TagT", 0, b"none", &[])).await.unwrap();
+    settle(&store).await;
+    let cq = store.reader().queue("TagT", 0).unwrap();
+    assert_eq!(
+        cq.unit(QueueOffset(1)).unwrap().tags_code,
+        java_string_hash("TagB") as i64
+    );
+    assert_eq!(cq.unit(QueueOffset(10)).unwrap().tags_code, 0);
+    let r = store.reader().get_messages(
+        "TagT",
+        0,
+        QueueOffset(0),
+        GetLimits::default(),
+        &TagFilter::from_expression("TagA"),
+    );
+    assert_eq!(r.status, GetStatus::Found);
+    assert_eq!(
+        r.queue_offsets,
+        vec![
+            QueueOffset(0),
+            QueueOffset(2),
+            QueueOffset(4),
+            QueueOffset(6),
+            QueueOffset(8)
+        ]
+    );
+    assert_eq!(
+        r.next_begin_offset,
+        QueueOffset(11),
+        "advances over every unit scanned"
+    );
+    let r = store.reader().get_messages(
+        "TagT",
+        0,
+        QueueOffset(0),
+        GetLimits::default(),
+        &TagFilter::from_expression("TagA || TagB"),
+    );
+    assert_eq!(r.messages.len(), 10);
+    let r = store.reader().get_messages(
+        "TagT",
+        0,
+        QueueOffset(9),
+        GetLimits::default(),
+        &TagFilter::from_expression("TagC"),
+    );
+    assert_eq!(r.status, GetStatus::NoMatchedMessage);
+    assert_eq!(r.next_begin_offset, QueueOffset(11));
+    let r = store.reader().get_messages(
+        "TagT",
+        0,
+        QueueOffset(0),
+        GetLimits {
+            max_msgs: 3,
+            max_bytes: 1 << 20,
+        },
+        &TagFilter::all(),
+    );
+    assert_eq!(r.messages.len(), 3);
+    assert_eq!(r.next_begin_offset, QueueOffset(3));
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn every_read_api_on_an_empty_store_and_an_unknown_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    let rd = store.reader().clone();
+    let check_unknown = |topic: &str| {
+        let r = rd.get_messages(
+            topic,
+            0,
+            QueueOffset(0),
+            GetLimits::default(),
+            &TagFilter::all(),
+        );
+        assert_eq!(r.status, GetStatus::NoMatchedLogicQueue);
+        assert_eq!(r.next_begin_offset, QueueOffset(0));
+        assert!(r.messages.is_empty());
+        let r = rd.get_messages(
+            topic,
+            0,
+            QueueOffset(5),
+            GetLimits::default(),
+            &TagFilter::all(),
+        );
+        assert_eq!(r.status, GetStatus::NoMatchedLogicQueue);
+        assert_eq!(rd.max_offset(topic, 0), QueueOffset(0));
+        assert_eq!(rd.min_offset(topic, 0), QueueOffset(0));
+        assert_eq!(rd.offset_by_time(topic, 0, T0), QueueOffset(0));
+        assert_eq!(rd.earliest_store_time(topic, 0), None);
+        assert!(store
+            .index()
+            .unwrap()
+            .query(topic, "k", 32, 0, i64::MAX)
+            .phy_offsets
+            .is_empty());
+    };
+    check_unknown("Nothing");
+    assert!(rd.record_at(PhyOffset(0)).is_none());
+    assert!(rd.record_at(PhyOffset(1 << 40)).is_none());
+    // With data in another topic, an unknown topic still reads as unknown, and offsets of a known
+    // queue answer their rules.
+    store.put(msg("Known", 0, b"x", &[])).await.unwrap();
+    clock.advance_ms(10);
+    store.put(msg("Known", 0, b"y", &[])).await.unwrap();
+    settle(&store).await;
+    check_unknown("Nothing");
+    let r = rd.get_messages(
+        "Known",
+        0,
+        QueueOffset(2),
+        GetLimits::default(),
+        &TagFilter::all(),
+    );
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetStatus::OffsetOverflowOne, QueueOffset(2))
+    );
+    let r = rd.get_messages(
+        "Known",
+        0,
+        QueueOffset(9),
+        GetLimits::default(),
+        &TagFilter::all(),
+    );
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetStatus::OffsetOverflowBadly, QueueOffset(2))
+    );
+    assert_eq!(rd.earliest_store_time("Known", 0), Some(T0));
+    assert_eq!(rd.offset_by_time("Known", 0, T0 + 5), QueueOffset(1));
+    assert_eq!(rd.offset_by_time("Known", 0, T0 + 50), QueueOffset(2));
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn the_store_reopened_after_a_clean_stop_serves_every_message_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let tweak = |p: &mut StoreParams| p.commit_log_file_size = 32 * 1024;
+    let mut sent = Vec::new();
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        for i in 0..200u32 {
+            let topic = ["A", "B", "C"][i as usize % 3];
+            let body = format!("message-{i}-").repeat(20);
+            let ok = store
+                .put(msg(
+                    topic,
+                    (i % 2) as i32,
+                    body.as_bytes(),
+                    &[(keys::KEYS, &format!("k{i}"))],
+                ))
+                .await
+                .unwrap();
+            sent.push((topic, (i % 2) as i32, ok.queue_offset, body, ok.phy_offset));
+        }
+        store.shutdown().await.unwrap();
+    }
+    let store = open(dir.path(), &clock, tweak).await;
+    assert_eq!(store.report.truncated_reason, None);
+    for (topic, q, off, body, phy) in &sent {
+        let r = store.reader().get_messages(
+            topic,
+            *q,
+            *off,
+            GetLimits {
+                max_msgs: 1,
+                max_bytes: 1 << 20,
+            },
+            &TagFilter::all(),
+        );
+        assert_eq!(r.status, GetStatus::Found);
+        let Check::Record(rec) = record::check(r.messages[0].as_bytes(), true).unwrap() else {
+            panic!()
+        };
+        assert_eq!(rec.body, body.as_bytes());
+        assert_eq!(rec.phy_offset as u64, phy.0);
+    }
+    assert_eq!(
+        store
+            .index()
+            .unwrap()
+            .query("A", "k0", 32, 0, i64::MAX)
+            .phy_offsets,
+        vec![sent[0].4 .0 as i64]
+    );
+    // Appends continue the queues where they stopped.
+    let next = store.put(msg("A", 0, b"after", &[])).await.unwrap();
+    let expected = sent.iter().filter(|s| s.0 == "A" && s.1 == 0).count() as u64;
+    assert_eq!(next.queue_offset, QueueOffset(expected));
+    store.shutdown().await.unwrap();
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+#[actix::test]
+async fn the_store_directory_has_rocketmqs_layout_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    let a = store
+        .put(msg(
+            "LayoutT",
+            3,
+            b"hello",
+            &[
+                (keys::TAGS, "TagA"),
+                (keys::KEYS, "K1"),
+                (keys::UNIQ_KEY, "U1"),
+            ],
+        ))
+        .await
+        .unwrap();
+    let b = store.put(msg("LayoutT", 3, b"world!", &[])).await.unwrap();
+    store.shutdown().await.unwrap();
+
+    // CommitLog: 00000000000000000000 of the configured size, records at their offsets.
+    let cl = std::fs::read(dir.path().join("commitlog/00000000000000000000")).unwrap();
+    assert_eq!(cl.len(), 1 << 20);
+    let props = properties::encode(&[
+        (keys::TAGS, "TagA"),
+        (keys::KEYS, "K1"),
+        (keys::UNIQ_KEY, "U1"),
+    ]);
+    let size = 91 + 5 + "LayoutT".len() + props.len();
+    assert_eq!(be_i32(&cl, 0) as usize, size, "TOTALSIZE");
+    assert_eq!(be_i32(&cl, 4) as u32, 0xDAA320A7, "MAGICCODE v1");
+    assert_eq!(
+        be_i32(&cl, 8) as u32,
+        crc32fast::hash(b"hello") & 0x7FFF_FFFF,
+        "BODYCRC"
+    );
+    assert_eq!(be_i32(&cl, 12), 3, "QUEUEID");
+    assert_eq!(be_i64(&cl, 20), 0, "QUEUEOFFSET");
+    assert_eq!(be_i64(&cl, 28), 0, "PHYSICALOFFSET");
+    assert_eq!(be_i64(&cl, 40), T0, "BORNTIMESTAMP");
+    assert_eq!(&cl[48..52], &[127, 0, 0, 1], "BORNHOST ip");
+    assert_eq!(be_i32(&cl, 52), 40000, "BORNHOST port");
+    assert_eq!(be_i64(&cl, 56), T0, "STORETIMESTAMP");
+    assert_eq!(be_i32(&cl, 68), 10911, "STOREHOST port");
+    assert_eq!(be_i32(&cl, 84), 5, "BODYLEN");
+    assert_eq!(&cl[88..93], b"hello");
+    assert_eq!(cl[93] as usize, 7, "TOPICLEN (1 byte, v1)");
+    assert_eq!(&cl[94..101], b"LayoutT");
+    assert_eq!(
+        u16::from_be_bytes([cl[101], cl[102]]) as usize,
+        props.len(),
+        "PROPLEN"
+    );
+    assert_eq!(&cl[103..103 + props.len()], props.as_bytes());
+    assert_eq!(b.phy_offset, PhyOffset(size as u64));
+    assert_eq!(be_i64(&cl, size + 20), 1, "second record QUEUEOFFSET");
+    assert_eq!(
+        be_i64(&cl, size + 28),
+        size as i64,
+        "second record PHYSICALOFFSET"
+    );
+
+    // ConsumeQueue: consumequeue/LayoutT/3/00000000000000000000, 20-byte units.
+    let cq = std::fs::read(
+        dir.path()
+            .join("consumequeue/LayoutT/3/00000000000000000000"),
+    )
+    .unwrap();
+    assert_eq!(cq.len(), 30_000 * 20);
+    assert_eq!(be_i64(&cq, 0), a.phy_offset.0 as i64);
+    assert_eq!(be_i32(&cq, 8) as usize, size);
+    assert_eq!(be_i64(&cq, 12), java_string_hash("TagA") as i64);
+    assert_eq!(be_i64(&cq, 20), b.phy_offset.0 as i64);
+    assert_eq!(be_i64(&cq, 32), 0, "no tag → tagsCode 0");
+    assert_eq!(&cq[40..60], &[0u8; 20], "nothing beyond the last unit");
+
+    // IndexFile: one file named yyyyMMddHHmmssSSS, 40-byte header, size from slot/index counts.
+    let idx_files: Vec<_> = std::fs::read_dir(dir.path().join("index"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
+    assert_eq!(idx_files.len(), 1);
+    let name = idx_files[0].file_name().into_string().unwrap();
+    assert_eq!(name.len(), 17);
+    assert!(name.bytes().all(|c| c.is_ascii_digit()));
+    let idx = std::fs::read(idx_files[0].path()).unwrap();
+    assert_eq!(idx.len(), 40 + 1024 * 4 + 4096 * 20);
+    assert_eq!(be_i64(&idx, 0), T0, "beginTimestamp");
+    assert_eq!(be_i64(&idx, 8), T0, "endTimestamp");
+    assert_eq!(be_i64(&idx, 16), 0, "beginPhyOffset");
+    assert_eq!(be_i64(&idx, 24), 0, "endPhyOffset");
+    assert_eq!(
+        be_i32(&idx, 32),
+        2,
+        "hashSlotCount (two keys, assuming distinct slots)"
+    );
+    assert_eq!(
+        be_i32(&idx, 36),
+        3,
+        "indexCount starts at 1 and counts 2 entries"
+    );
+}
