@@ -716,7 +716,14 @@ mod walk_tests {
     fn walk_stops_before_a_record_cut_by_the_limit() {
         let dir = tempfile::tempdir().unwrap();
         let files = MappedFileQueue::load(dir.path(), 1 << 16).unwrap();
-        let mut cl = CommitLog::new(CommitLogConfig { file_size: 1 << 16, max_message_size: 4096, warm: Warm::No }, files);
+        let mut cl = CommitLog::new(
+            CommitLogConfig {
+                file_size: 1 << 16,
+                max_message_size: 4096,
+                warm: Warm::No,
+            },
+            files,
+        );
         let body = bytes::Bytes::from_static(b"0123456789");
         let m = NewMessage {
             topic: "T".into(),

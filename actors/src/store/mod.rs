@@ -267,6 +267,15 @@ impl Store {
             ),
         );
         arbiters.push(alloc_arb);
+        if log.files().is_empty() {
+            // A fresh store: have the first file ready (allocated and warmed) before the first
+            // append, instead of the writer creating it while producers wait.
+            if let Ok(files) = allocator.send(allocator::AllocateNext { from: 0 }).await {
+                for f in files {
+                    log.offer_prepared(f);
+                }
+            }
+        }
         let writer_arb = arbiter();
         let writer = start_on(
             Some(&writer_arb.handle()),
