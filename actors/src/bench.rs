@@ -250,6 +250,20 @@ pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
         "read   : {:>12.0} msgs/s (ConsumeQueue + CommitLog, all {} messages)",
         r.read_msgs_per_s, r.read_back
     );
+    println!("actors (mailbox metrics of this process):");
+    for a in crate::metered::snapshot() {
+        if a.messages == 0 {
+            continue;
+        }
+        println!(
+            "  {:<24} handled {:>9}  busy {:>7.3} s  mean wait {:>9.1} us  mean handle {:>8.1} us",
+            a.name,
+            a.messages,
+            a.handle_sum_seconds,
+            1e6 * a.wait_sum_seconds / a.wait_count.max(1) as f64,
+            1e6 * a.handle_sum_seconds / a.messages as f64
+        );
+    }
     println!(
         "ceiling: {:>12.0} msgs/s bare memcpy of {} B into a warm mapping (append = {:.1}% of it)",
         r.memcpy_msgs_per_s,

@@ -135,6 +135,7 @@ impl CommitLog {
             return None;
         }
         let qid = queue_id as usize;
+        // One hash lookup on the hot path; the insert happens once per topic.
         if !self.queue_offsets.contains_key(topic) {
             self.queue_offsets.insert(topic.into(), Vec::new());
         }
@@ -289,23 +290,22 @@ impl CommitLog {
         self.check_sizes(msg, len)?;
         let (file, pos, rolled) = self.reserve(len as u64)?;
         let takes = Self::tran_type_takes_offset(msg.sys_flag);
-        let qoff = if takes {
-            self.queue_offset(&msg.topic, msg.queue_id).0
+        let slot = if takes {
+            self.queue_slot(&msg.topic, msg.queue_id)
         } else {
-            0
+            None
         };
+        let qoff = slot.as_deref().copied().unwrap_or(0);
         let phy = file.file_from_offset() + pos;
         // SAFETY: single owner, [pos, pos+len) is past the published position and inside the file
         // (reserve checked it).
         let dst = unsafe { file.write_slice(pos, len) };
         record::encode_into(dst, msg, qoff as i64, phy as i64, now_ms);
+        if let Some(s) = slot {
+            *s = qoff + 1;
+        }
         self.cur_pos = pos + len as u64;
         file.publish_wrote(self.cur_pos);
-        if takes {
-            if let Some(slot) = self.queue_slot(&msg.topic, msg.queue_id) {
-                *slot = qoff + 1;
-            }
-        }
         Ok(AppendOk {
             phy_offset: PhyOffset(phy),
             wrote_bytes: len as u64,
@@ -500,6 +500,49 @@ pub fn walk(
         }
     }
     Ok(PhyOffset(off))
+}
+
+/// Finds the end of the whole records in `[from, to)` from their 8-byte heads only (size and
+/// magic), without decoding them: the reput dispatcher's boundary scan. Stops before a record that
+/// ends beyond `to` or at `max_records`; an unknown magic or an impossible size is an error.
+pub fn scan_boundaries(
+    view: &FileQueueView,
+    from: PhyOffset,
+    to: PhyOffset,
+    max_records: usize,
+) -> Result<(PhyOffset, usize), WalkError> {
+    let size = view.file_size();
+    let mut off = from.0;
+    let mut n = 0;
+    while off < to.0 && n < max_records {
+        let Some(file) = view.find(off) else { break };
+        let pos = off - file.file_from_offset();
+        let Some(head) = file.read(pos, 8) else { break };
+        let total = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if magic == record::BLANK_MAGIC {
+            off = off - off % size + size;
+            continue;
+        }
+        if magic != record::MAGIC_V1 && magic != record::MAGIC_V2 {
+            return Err(WalkError {
+                at: PhyOffset(off),
+                reason: format!("unknown magic code 0x{magic:08X}"),
+            });
+        }
+        if total <= 0 || pos + total as u64 > size {
+            return Err(WalkError {
+                at: PhyOffset(off),
+                reason: format!("impossible TOTALSIZE {total}"),
+            });
+        }
+        if off + total as u64 > to.0 {
+            break;
+        }
+        off += total as u64;
+        n += 1;
+    }
+    Ok((PhyOffset(off), n))
 }
 
 #[derive(Clone, Debug, thiserror::Error)]

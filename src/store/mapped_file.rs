@@ -273,6 +273,35 @@ impl MappedFile {
     }
 }
 
+impl MappedFile {
+    /// Pre-faults `[start, start+len)` for writing while the owner may already be writing other
+    /// pages of the file: `MADV_POPULATE_WRITE` never changes content. On kernels without it, the
+    /// pages are read-touched instead (content untouched; the zero-fill still happens here rather
+    /// than on the writer's thread).
+    pub fn prefault(&self, start: u64, len: u64) {
+        let start = start.min(self.file_size);
+        let len = len.min(self.file_size - start) as usize;
+        if len == 0 {
+            return;
+        }
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: advice on a sub-range of our own mapping; page aligned because `start` is a
+        // multiple of the page size in every caller (checked below) and the mapping is aligned.
+        let p = unsafe { self.map.as_mut_ptr().add(start as usize) };
+        debug_assert_eq!(start % OS_PAGE_SIZE, 0);
+        let rc = unsafe { libc::madvise(p.cast(), len, MADV_POPULATE_WRITE) };
+        if rc != 0 {
+            let mut i = 0;
+            while i < len {
+                // SAFETY: inside the mapping; a read never races with the owner's writes in a
+                // way that matters (the value is discarded).
+                unsafe { std::ptr::read_volatile(p.add(i)) };
+                i += OS_PAGE_SIZE as usize;
+            }
+        }
+    }
+}
+
 /// Reserves every block of the file so later writes through the mapping cannot hit ENOSPC.
 fn allocate(file: &File, size: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;

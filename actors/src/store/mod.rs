@@ -170,7 +170,9 @@ impl Store {
         let cl_cfg = CommitLogConfig {
             file_size: params.commit_log_file_size,
             max_message_size: params.max_message_size,
-            warm,
+            // The writer's own fallback creation never warms: that would stall appends for the
+            // whole warm-up. Warming is the allocator's job.
+            warm: Warm::No,
         };
         let mut log = CommitLog::new(cl_cfg, files);
         let rec = log.recover(params.check_crc_on_recover, None, |_, _| {})?;

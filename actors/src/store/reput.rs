@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use actormq_core::offset::PhyOffset;
-use actormq_core::store::commit_log::walk;
+use actormq_core::store::commit_log::scan_boundaries;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 
 use super::cq_builder::ConsumeQueueBuilder;
@@ -24,6 +24,8 @@ use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 
 /// Largest range handed to the builders in one message.
 const MAX_BATCH_BYTES: u64 = 4 << 20;
+/// Largest number of records handed to the builders in one message.
+const MAX_BATCH_RECORDS: usize = 8192;
 
 pub struct Wake;
 impl Message for Wake {
@@ -90,8 +92,8 @@ impl ReputDispatcher {
             return;
         }
         let cap = PhyOffset(visible.min(from.0 + MAX_BATCH_BYTES));
-        let end = match walk(&self.view, from, cap, |_, _| true) {
-            Ok(end) => end,
+        let end = match scan_boundaries(&self.view, from, cap, MAX_BATCH_RECORDS) {
+            Ok((end, _)) => end,
             Err(e) => {
                 // Never skip silently: dispatch stops here and says where and why.
                 tracing::error!(error = %e, "reput stopped at an unreadable CommitLog record");
