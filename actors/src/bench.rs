@@ -129,6 +129,10 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     params.warm_mapped_files = args.warm;
     params.flush_interval = Duration::from_millis(500);
     params.flush_thorough_interval = Duration::from_secs(10);
+    // RocketMQ's defaults for everything the benchmark does not vary.
+    params.cq_flush_interval = Duration::from_millis(1000);
+    params.cq_flush_least_pages = 2;
+    params.flush_least_pages = 4;
     params.max_hash_slot_num = 5_000_000;
     params.max_index_num = 20_000_000;
     let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);

@@ -1,12 +1,15 @@
 //! `IndexBuilder` — owns the IndexFiles (RocketMQ's IndexService on the dispatch path).
 //!
 //! In: [`Dispatch`] `{from, to}`: walks those records through the CommitLog view and indexes
-//! `topic#KEY` for each key and `topic#UNIQ_KEY`; a periodic flush tick. Out: the reply; readers
-//! see new entries through the shared `IndexReader`.
+//! `topic#KEY` for each key and `topic#UNIQ_KEY`; [`FlushIndex`]. Out: the reply; readers see new
+//! entries through the shared `IndexReader`.
+//!
+//! Like RocketMQ, an index file is flushed when it is full (and at a clean stop), not on a timer:
+//! the slot table takes random writes, and every msync would write-protect those pages and make
+//! the next put fault again. After a crash, recovery rebuilds index entries newer than the
+//! checkpoint from the CommitLog.
 //!
 //! Invariant: ROLLBACK records are not indexed; replays are deduplicated by the index store.
-
-use std::time::Duration;
 
 use actix::prelude::*;
 use actormq_core::clock::SharedClock;
@@ -27,21 +30,17 @@ pub struct IndexBuilder {
     index: IndexStore,
     commit_log: FileQueueView,
     clock: SharedClock,
-    flush_interval: Duration,
+    /// Index files seen so far: a new one means the previous is full and gets flushed.
+    files_seen: usize,
 }
 
 impl IndexBuilder {
-    pub fn new(
-        index: IndexStore,
-        commit_log: FileQueueView,
-        clock: SharedClock,
-        flush_interval: Duration,
-    ) -> Self {
+    pub fn new(index: IndexStore, commit_log: FileQueueView, clock: SharedClock) -> Self {
         IndexBuilder {
             index,
             commit_log,
             clock,
-            flush_interval,
+            files_seen: 0,
         }
     }
 }
@@ -49,12 +48,8 @@ impl IndexBuilder {
 impl Service for IndexBuilder {
     const NAME: &'static str = "index_builder";
 
-    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
-        ctx.run_interval(self.flush_interval, |act, _| {
-            if let Err(e) = act.inner.index.flush() {
-                tracing::error!(error = %e, "IndexFile flush failed");
-            }
-        });
+    fn started(&mut self, _: &mut Context<Metered<Self>>) {
+        self.files_seen = self.index.files().len();
     }
 
     fn stopped(&mut self, _: &mut Context<Metered<Self>>) {
@@ -88,6 +83,12 @@ impl Serve<Dispatch> for IndexBuilder {
             }
         })
         .map_err(|e| e.to_string())?;
+        if self.index.files().len() > self.files_seen {
+            self.files_seen = self.index.files().len();
+            if let Err(e) = self.index.flush() {
+                tracing::error!(error = %e, "flushing the full IndexFile failed");
+            }
+        }
         err.map_or(Ok(()), Err)
     }
 }

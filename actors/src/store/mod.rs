@@ -221,7 +221,7 @@ impl Store {
                 let a = arbiter();
                 let r = start_on(
                     Some(&a.handle()),
-                    IndexBuilder::new(idx, view.clone(), clock.clone(), params.cq_flush_interval),
+                    IndexBuilder::new(idx, view.clone(), clock.clone()),
                 );
                 arbiters.push(a);
                 Some(r)
@@ -274,6 +274,14 @@ impl Store {
             // append, instead of the writer creating it while producers wait.
             if let Ok(files) = allocator.send(allocator::AllocateNext { from: 0 }).await {
                 for f in files {
+                    if warm == Warm::Populate {
+                        // Like RocketMQ's warm allocation: the broker is ready once its first file
+                        // is; later files are warmed a whole file ahead of the writer.
+                        let f = f.clone();
+                        tokio::task::spawn_blocking(move || f.prefault(0, f.file_size()))
+                            .await
+                            .ok();
+                    }
                     log.offer_prepared(f);
                 }
             }
