@@ -14,7 +14,9 @@
 pub mod clock;
 pub mod config;
 pub mod format;
+pub mod meta;
 pub mod offset;
+pub mod protocol;
 pub mod store;
 
 pub use offset::{PhyOffset, QueueOffset};

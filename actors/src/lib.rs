@@ -7,6 +7,9 @@
 //! * [`bench`] — `actormq bench store`.
 
 pub mod bench;
+pub mod broker;
 pub mod fsutil;
 pub mod metered;
+pub mod namesrv;
+pub mod remoting;
 pub mod store;

@@ -223,6 +223,30 @@ where
     }
 }
 
+/// How a [`Service`] handles the items of a stream it was given with `ctx.add_stream` (frames of
+/// a socket). Items are counted and timed like messages; they have no mailbox wait.
+pub trait ServeStream<I>: Service {
+    fn serve_item(&mut self, item: I, ctx: &mut Context<Metered<Self>>);
+    fn stream_finished(&mut self, ctx: &mut Context<Metered<Self>>) {
+        ctx.stop();
+    }
+}
+
+impl<S, I> StreamHandler<I> for Metered<S>
+where
+    S: ServeStream<I>,
+{
+    fn handle(&mut self, item: I, ctx: &mut Context<Self>) {
+        let start = Instant::now();
+        self.inner.serve_item(item, ctx);
+        self.probe.handle.observe(start.elapsed().as_secs_f64());
+        self.probe.messages.inc();
+    }
+    fn finished(&mut self, ctx: &mut Context<Self>) {
+        self.inner.stream_finished(ctx);
+    }
+}
+
 /// The address of a metered actor. Cloneable; the only way to send to it.
 pub struct ActorRef<S: Service> {
     addr: Addr<Metered<S>>,
@@ -271,6 +295,14 @@ impl<S: Service> ActorRef<S> {
         self.addr.try_send(self.envelope(msg)).is_ok()
     }
 
+    /// The actor's own reference, from inside its context.
+    pub fn of(ctx: &Context<Metered<S>>) -> ActorRef<S> {
+        ActorRef {
+            addr: ctx.address(),
+            probe: probe(S::NAME),
+        }
+    }
+
     pub fn connected(&self) -> bool {
         self.addr.connected()
     }
@@ -307,6 +339,20 @@ fn name_thread(arbiter: &ArbiterHandle, name: &'static str) {
         // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes from `buf`.
         unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
     });
+}
+
+/// Starts a service on the current thread, built inside its context (e.g. to attach a socket
+/// stream). For services that are not `Send`, such as connections sharing broker state.
+pub fn start_local_with<S: Service, F>(f: F) -> ActorRef<S>
+where
+    F: FnOnce(&mut Context<Metered<S>>) -> S,
+{
+    let probe = probe(S::NAME);
+    let addr = Metered::create(move |ctx| Metered {
+        inner: f(ctx),
+        probe,
+    });
+    ActorRef { addr, probe }
 }
 
 /// Like [`start_on`], for services built inside their context (to schedule timers at creation).

@@ -406,6 +406,17 @@ impl CommitLog {
             loop {
                 let buf = f.read_from(pos);
                 match record::check(buf, check_crc) {
+                    Ok(Check::Record(r)) if r.phy_offset as u64 != f.file_from_offset() + pos => {
+                        // PHYSICALOFFSET is outside the body CRC; a record that is not where it
+                        // says it is, is stale or damaged — end the valid data before it.
+                        report.truncated_reason = Some(format!(
+                            "{}: record at offset {} says PHYSICALOFFSET {}",
+                            f.path().display(),
+                            f.file_from_offset() + pos,
+                            r.phy_offset
+                        ));
+                        break 'files;
+                    }
                     Ok(Check::Record(r)) => {
                         on_record(f.file_from_offset() + pos, &r);
                         pos += r.total_size as u64;

@@ -152,8 +152,8 @@ impl MappedFileQueue {
     }
 
     /// Recovery: cut everything at and beyond global `offset`. Files starting after it are
-    /// removed from disk; the file containing it gets its positions set to `offset % size`.
-    /// Tail bytes are not zeroed (new writes overwrite them), as in RocketMQ.
+    /// removed from disk; the file containing it gets its positions set to `offset % size` and
+    /// its tail zeroed, so what was cut can never come back at a later recovery.
     pub fn truncate_dirty(&self, offset: u64) -> io::Result<()> {
         let cur = self.files.load_full();
         let mut keep = Vec::with_capacity(cur.len());
@@ -162,8 +162,8 @@ impl MappedFileQueue {
             if end <= offset {
                 keep.push(f.clone());
             } else if f.file_from_offset() <= offset {
-                // `offset` lies inside (or at the start of) this file.
-                f.set_positions(offset - f.file_from_offset());
+                // `offset` lies inside (or at the start of) this file: cut and zero the tail.
+                f.cut_at(offset - f.file_from_offset())?;
                 keep.push(f.clone());
             } else {
                 f.mark_unavailable();
@@ -171,7 +171,7 @@ impl MappedFileQueue {
             }
         }
         self.files.store(Arc::new(keep));
-        Ok(())
+        super::mapped_file::sync_dir(&self.dir)
     }
 
     /// Removes the first `n` files from the list and from disk (retention); readers still holding

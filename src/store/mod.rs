@@ -1,11 +1,14 @@
 //! Single-owner store structures over memory-mapped files.
 
+pub mod checkpoint;
 pub mod commit_log;
 pub mod consume_queue;
 pub mod index_file;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod reader;
+pub mod recovery;
 pub mod schedule;
 pub mod status;
+pub mod store_lock;
 pub mod validate;

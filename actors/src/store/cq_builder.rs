@@ -34,9 +34,27 @@ pub struct ConsumeQueueBuilder {
     delay_levels_ms: Vec<u64>,
     flush_interval: Duration,
     flush_least_pages: u64,
+    on_arrival: Option<ArrivalHook>,
+}
+
+/// Told, after each dispatched batch, which queues got new messages and their new max offsets
+/// (the broker wakes parked long-poll pulls with it).
+pub type ArrivalHook = std::sync::Arc<dyn Fn(Vec<Arrival>) + Send + Sync>;
+
+/// New messages in (topic, queue): the queue's max offset is now `max_offset`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    pub topic: String,
+    pub queue_id: i32,
+    pub max_offset: u64,
 }
 
 impl ConsumeQueueBuilder {
+    pub fn with_arrival_hook(mut self, hook: Option<ArrivalHook>) -> Self {
+        self.on_arrival = hook;
+        self
+    }
+
     pub fn new(
         cqs: ConsumeQueueStore,
         commit_log: FileQueueView,
@@ -50,6 +68,7 @@ impl ConsumeQueueBuilder {
             delay_levels_ms,
             flush_interval,
             flush_least_pages,
+            on_arrival: None,
         }
     }
 }
@@ -78,6 +97,9 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
         let mut err = None;
         let cqs = &mut self.cqs;
         let levels = &self.delay_levels_ms;
+        let track = self.on_arrival.is_some();
+        let mut touched: std::collections::HashMap<String, Vec<i32>> =
+            std::collections::HashMap::new();
         walk(&self.commit_log, d.from, d.to, |phy, r| {
             let t = r.sys_flag & sys_flag::TRANSACTION_TYPE_MASK;
             if t != sys_flag::TRANSACTION_NOT_TYPE && t != sys_flag::TRANSACTION_COMMIT_TYPE {
@@ -94,7 +116,18 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
                 QueueOffset(r.queue_offset as u64),
                 unit,
             ) {
-                Ok(()) => true,
+                Ok(()) => {
+                    if track {
+                        match touched.get_mut(r.topic) {
+                            Some(q) if q.contains(&r.queue_id) => {}
+                            Some(q) => q.push(r.queue_id),
+                            None => {
+                                touched.insert(r.topic.to_string(), vec![r.queue_id]);
+                            }
+                        }
+                    }
+                    true
+                }
                 Err(e) => {
                     err = Some(format!("ConsumeQueue {}/{}: {e}", r.topic, r.queue_id));
                     false
@@ -102,6 +135,21 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
             }
         })
         .map_err(|e| e.to_string())?;
+        if let (Some(hook), false) = (&self.on_arrival, touched.is_empty()) {
+            let table = self.cqs.table();
+            let arrivals = touched
+                .into_iter()
+                .flat_map(|(topic, qids)| {
+                    let table = &table;
+                    qids.into_iter().map(move |q| Arrival {
+                        max_offset: table.get(&topic, q).map(|v| v.max_offset().0).unwrap_or(0),
+                        topic: topic.clone(),
+                        queue_id: q,
+                    })
+                })
+                .collect();
+            hook(arrivals);
+        }
         err.map_or(Ok(()), Err)
     }
 }

@@ -156,6 +156,16 @@ fn arbiter() -> Arbiter {
 impl Store {
     /// Opens (recovering if needed) the store under `params.root` and starts its actors.
     pub async fn open(params: StoreParams, clock: SharedClock) -> std::io::Result<Store> {
+        Store::open_with(params, clock, None).await
+    }
+
+    /// Like [`Store::open`], telling `on_arrival` which queues got new messages after each
+    /// dispatched batch (the broker's long polling).
+    pub async fn open_with(
+        params: StoreParams,
+        clock: SharedClock,
+        on_arrival: Option<cq_builder::ArrivalHook>,
+    ) -> std::io::Result<Store> {
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&params.root)?;
         let mut cqs =
@@ -213,7 +223,8 @@ impl Store {
                 params.delay_levels_ms.clone(),
                 params.cq_flush_interval,
                 params.cq_flush_least_pages,
-            ),
+            )
+            .with_arrival_hook(on_arrival),
         );
         arbiters.push(cq_arb);
         let index_builder = match index_store {

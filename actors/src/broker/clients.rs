@@ -1,0 +1,356 @@
+//! `ClientRegistry` — the producers and consumers connected to this broker (RocketMQ's
+//! ProducerManager, ConsumerManager and RebalanceLockManager).
+//!
+//! In: [`Heartbeat`], [`UnregisterClient`], [`ConnectionClosed`], [`GetConsumerList`],
+//! [`LockBatch`], [`UnlockBatch`], [`GetConnections`], and a 10 s scan that drops clients silent for
+//! more than 120 s. Out: replies; NOTIFY_CONSUMER_IDS_CHANGED pushed to every client of a consumer
+//! group whose membership changed; a published [`SubscriptionView`] that pulls read lock-free to
+//! filter by the subscription a consumer registered in its heartbeat.
+//!
+//! Invariant: an ordered-consumption lock on a queue belongs to at most one client of a group and
+//! expires 60 s after its last renewal.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use actormq_core::protocol::body::{HeartbeatData, MessageQueue, SubscriptionData};
+use actormq_core::protocol::codes::request_code;
+use actormq_core::protocol::command::RemotingCommand;
+use arc_swap::ArcSwap;
+
+use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
+use crate::remoting::server::{Connection, Push};
+
+pub const CLIENT_EXPIRY: Duration = Duration::from_secs(120);
+pub const LOCK_EXPIRY: Duration = Duration::from_secs(60);
+
+type SubTable = HashMap<String, HashMap<String, SubscriptionData>>;
+
+/// group → topic → subscription, as the consumers last registered it.
+#[derive(Clone, Default)]
+pub struct SubscriptionView(Arc<ArcSwap<SubTable>>);
+
+impl SubscriptionView {
+    pub fn get(&self, group: &str, topic: &str) -> Option<SubscriptionData> {
+        self.0.load().get(group)?.get(topic).cloned()
+    }
+}
+
+#[derive(Clone)]
+struct Channel {
+    conn_id: u64,
+    conn: ActorRef<Connection>,
+    addr: String,
+    last_update: Instant,
+}
+
+#[derive(Default)]
+struct ConsumerGroup {
+    clients: HashMap<String, Channel>,
+    subscriptions: HashMap<String, SubscriptionData>,
+    consume_type: String,
+    message_model: String,
+    consume_from_where: String,
+}
+
+/// A registered client, for admin tools and metrics.
+#[derive(Clone, Debug)]
+pub struct ClientInfo {
+    pub client_id: String,
+    pub group: String,
+    pub addr: String,
+    pub is_consumer: bool,
+}
+
+#[derive(Default)]
+pub struct ClientRegistry {
+    consumers: HashMap<String, ConsumerGroup>,
+    producers: HashMap<String, HashMap<String, Channel>>,
+    locks: HashMap<(String, MqKey), (String, Instant)>,
+    view: SubscriptionView,
+}
+
+type MqKey = (String, String, i32);
+
+fn mq_key(mq: &MessageQueue) -> MqKey {
+    (mq.topic.clone(), mq.broker_name.clone(), mq.queue_id)
+}
+
+impl ClientRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn view(&self) -> SubscriptionView {
+        self.view.clone()
+    }
+
+    fn publish(&self) {
+        let table: SubTable = self
+            .consumers
+            .iter()
+            .map(|(g, c)| (g.clone(), c.subscriptions.clone()))
+            .collect();
+        self.view.0.store(Arc::new(table));
+    }
+
+    fn notify_group(&self, group: &str) {
+        let Some(g) = self.consumers.get(group) else {
+            return;
+        };
+        for ch in g.clients.values() {
+            let cmd = RemotingCommand::new_request(request_code::NOTIFY_CONSUMER_IDS_CHANGED)
+                .with_ext("consumerGroup", group)
+                .with_oneway();
+            // A full mailbox drops the hint; consumers also rebalance on their own every 20 s.
+            ch.conn.try_notify(Push(cmd));
+        }
+    }
+
+    fn remove_where(&mut self, pred: impl Fn(&str, &Channel) -> bool) {
+        let mut changed = Vec::new();
+        for (group, g) in self.consumers.iter_mut() {
+            let before = g.clients.len();
+            g.clients.retain(|id, ch| !pred(id, ch));
+            if g.clients.len() != before {
+                changed.push(group.clone());
+            }
+        }
+        self.consumers.retain(|_, g| !g.clients.is_empty());
+        for p in self.producers.values_mut() {
+            p.retain(|id, ch| !pred(id, ch));
+        }
+        self.producers.retain(|_, p| !p.is_empty());
+        if !changed.is_empty() {
+            self.publish();
+            for g in changed {
+                self.notify_group(&g);
+            }
+        }
+    }
+}
+
+impl Service for ClientRegistry {
+    const NAME: &'static str = "client_registry";
+
+    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        ctx.run_interval(Duration::from_secs(10), |act, _| {
+            let now = Instant::now();
+            act.inner
+                .remove_where(|_, ch| now.duration_since(ch.last_update) > CLIENT_EXPIRY);
+            act.inner
+                .locks
+                .retain(|_, (_, t)| now.duration_since(*t) <= LOCK_EXPIRY);
+        });
+    }
+}
+
+pub struct Heartbeat {
+    pub data: HeartbeatData,
+    pub conn_id: u64,
+    pub conn: ActorRef<Connection>,
+    pub addr: String,
+}
+/// Reply: whether any consumer group's subscriptions changed.
+impl Message for Heartbeat {
+    type Result = bool;
+}
+
+impl Serve<Heartbeat> for ClientRegistry {
+    type Reply = Reply<Heartbeat>;
+    fn serve(&mut self, m: Heartbeat, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let now = Instant::now();
+        let ch = Channel {
+            conn_id: m.conn_id,
+            conn: m.conn,
+            addr: m.addr,
+            last_update: now,
+        };
+        let client_id = m.data.client_id.clone();
+        for p in &m.data.producer_data_set {
+            self.producers
+                .entry(p.group_name.clone())
+                .or_default()
+                .insert(client_id.clone(), ch.clone());
+        }
+        let mut sub_changed = false;
+        let mut members_changed = Vec::new();
+        for c in m.data.consumer_data_set {
+            let g = self.consumers.entry(c.group_name.clone()).or_default();
+            if g.clients.insert(client_id.clone(), ch.clone()).is_none() {
+                members_changed.push(c.group_name.clone());
+            }
+            g.consume_type = format!("{:?}", c.consume_type);
+            g.message_model = format!("{:?}", c.message_model);
+            g.consume_from_where = format!("{:?}", c.consume_from_where);
+            for s in c.subscription_data_set {
+                let newer = g.subscriptions.get(&s.topic).is_none_or(|old| {
+                    old.sub_version != s.sub_version || old.sub_string != s.sub_string
+                });
+                if newer {
+                    g.subscriptions.insert(s.topic.clone(), s);
+                    sub_changed = true;
+                }
+            }
+        }
+        if sub_changed || !members_changed.is_empty() {
+            self.publish();
+        }
+        for g in members_changed {
+            self.notify_group(&g);
+        }
+        MessageResult(sub_changed)
+    }
+}
+
+pub struct UnregisterClient {
+    pub client_id: String,
+    pub producer_group: Option<String>,
+    pub consumer_group: Option<String>,
+}
+impl Message for UnregisterClient {
+    type Result = ();
+}
+
+impl Serve<UnregisterClient> for ClientRegistry {
+    type Reply = ();
+    fn serve(&mut self, m: UnregisterClient, _: &mut Context<Metered<Self>>) {
+        if let Some(pg) = &m.producer_group {
+            if let Some(p) = self.producers.get_mut(pg) {
+                p.remove(&m.client_id);
+            }
+        }
+        if let Some(cg) = &m.consumer_group {
+            let removed = self
+                .consumers
+                .get_mut(cg)
+                .is_some_and(|g| g.clients.remove(&m.client_id).is_some());
+            if self.consumers.get(cg).is_some_and(|g| g.clients.is_empty()) {
+                self.consumers.remove(cg);
+            }
+            if removed {
+                self.publish();
+                self.notify_group(cg);
+            }
+        }
+    }
+}
+
+pub struct ConnectionClosed(pub u64);
+impl Message for ConnectionClosed {
+    type Result = ();
+}
+
+impl Serve<ConnectionClosed> for ClientRegistry {
+    type Reply = ();
+    fn serve(&mut self, m: ConnectionClosed, _: &mut Context<Metered<Self>>) {
+        self.remove_where(|_, ch| ch.conn_id == m.0);
+    }
+}
+
+pub struct GetConsumerList(pub String);
+impl Message for GetConsumerList {
+    type Result = Vec<String>;
+}
+
+impl Serve<GetConsumerList> for ClientRegistry {
+    type Reply = Reply<GetConsumerList>;
+    fn serve(&mut self, m: GetConsumerList, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let mut ids: Vec<String> = self
+            .consumers
+            .get(&m.0)
+            .map(|g| g.clients.keys().cloned().collect())
+            .unwrap_or_default();
+        ids.sort();
+        MessageResult(ids)
+    }
+}
+
+pub struct LockBatch {
+    pub group: String,
+    pub client_id: String,
+    pub mqs: Vec<MessageQueue>,
+}
+impl Message for LockBatch {
+    type Result = Vec<MessageQueue>;
+}
+
+impl Serve<LockBatch> for ClientRegistry {
+    type Reply = Reply<LockBatch>;
+    fn serve(&mut self, m: LockBatch, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let now = Instant::now();
+        let mut ok = Vec::new();
+        for mq in m.mqs {
+            let key = (m.group.clone(), mq_key(&mq));
+            let free = match self.locks.get(&key) {
+                None => true,
+                Some((owner, t)) => *owner == m.client_id || now.duration_since(*t) > LOCK_EXPIRY,
+            };
+            if free {
+                self.locks.insert(key, (m.client_id.clone(), now));
+                ok.push(mq);
+            }
+        }
+        MessageResult(ok)
+    }
+}
+
+pub struct UnlockBatch {
+    pub group: String,
+    pub client_id: String,
+    pub mqs: Vec<MessageQueue>,
+}
+impl Message for UnlockBatch {
+    type Result = ();
+}
+
+impl Serve<UnlockBatch> for ClientRegistry {
+    type Reply = ();
+    fn serve(&mut self, m: UnlockBatch, _: &mut Context<Metered<Self>>) {
+        for mq in m.mqs {
+            let key = (m.group.clone(), mq_key(&mq));
+            if self
+                .locks
+                .get(&key)
+                .is_some_and(|(owner, _)| *owner == m.client_id)
+            {
+                self.locks.remove(&key);
+            }
+        }
+    }
+}
+
+/// Every registered client (admin `consumerConnection`, connection gauges).
+pub struct GetConnections;
+impl Message for GetConnections {
+    type Result = Vec<ClientInfo>;
+}
+
+impl Serve<GetConnections> for ClientRegistry {
+    type Reply = Reply<GetConnections>;
+    fn serve(&mut self, _: GetConnections, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let mut out = Vec::new();
+        for (group, g) in &self.consumers {
+            for (id, ch) in &g.clients {
+                out.push(ClientInfo {
+                    client_id: id.clone(),
+                    group: group.clone(),
+                    addr: ch.addr.clone(),
+                    is_consumer: true,
+                });
+            }
+        }
+        for (group, p) in &self.producers {
+            for (id, ch) in p {
+                out.push(ClientInfo {
+                    client_id: id.clone(),
+                    group: group.clone(),
+                    addr: ch.addr.clone(),
+                    is_consumer: false,
+                });
+            }
+        }
+        MessageResult(out)
+    }
+}

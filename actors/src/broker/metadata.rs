@@ -1,0 +1,388 @@
+//! `Metadata` — owns the broker's topic, subscription-group and consumer-offset tables and their
+//! files under `config/` (RocketMQ's TopicConfigManager, SubscriptionGroupManager and
+//! ConsumerOffsetManager).
+//!
+//! In: [`EnsureTopic`], [`CreateTopic`], [`DeleteTopic`], [`EnsureGroup`], [`UpdateGroup`],
+//! [`CommitOffset`], [`QueryOffset`], [`GetOffsets`], [`PersistAll`], a timer persisting offsets
+//! every `flushConsumerOffsetInterval`. Out: replies; after any topic change a fresh snapshot is
+//! published to [`MetaView`] (read lock-free by every connection) and the registrar is asked to
+//! register again.
+//!
+//! Invariant: files are written atomically (temp file, fsync, rename); the tables in memory are
+//! the truth and the published snapshot is never behind a reply.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use actormq_core::clock::SharedClock;
+use actormq_core::meta::{
+    self, ConsumerOffsets, GroupTable, SubscriptionGroupConfig, TopicConfig, TopicTable,
+    PERM_INHERIT, PERM_READ, PERM_WRITE,
+};
+use arc_swap::ArcSwap;
+
+use crate::fsutil::write_atomically;
+use crate::metered::{Metered, Reply, Serve, Service};
+
+/// Lock-free, read-only view of topics and groups for request handling.
+#[derive(Clone, Default)]
+pub struct MetaView {
+    topics: Arc<ArcSwap<TopicTable>>,
+    groups: Arc<ArcSwap<GroupTable>>,
+}
+
+impl MetaView {
+    pub fn topic(&self, name: &str) -> Option<TopicConfig> {
+        self.topics.load().topic_config_table.get(name).cloned()
+    }
+    pub fn topics(&self) -> Arc<TopicTable> {
+        self.topics.load_full()
+    }
+    pub fn group(&self, name: &str) -> Option<SubscriptionGroupConfig> {
+        self.groups
+            .load()
+            .subscription_group_table
+            .get(name)
+            .cloned()
+    }
+    pub fn groups(&self) -> Arc<GroupTable> {
+        self.groups.load_full()
+    }
+}
+
+/// Broker settings the metadata needs to build its default topics and auto-create rules.
+#[derive(Clone, Debug)]
+pub struct MetaSettings {
+    pub cluster: String,
+    pub broker_name: String,
+    pub auto_create_topic: bool,
+    pub auto_create_group: bool,
+    pub default_topic_queue_nums: u32,
+    pub cluster_topic_enable: bool,
+    pub broker_topic_enable: bool,
+    pub offset_flush_interval: Duration,
+}
+
+pub struct Metadata {
+    dir: PathBuf,
+    settings: MetaSettings,
+    clock: SharedClock,
+    topics: TopicTable,
+    groups: GroupTable,
+    offsets: ConsumerOffsets,
+    offsets_dirty: bool,
+    view: MetaView,
+    on_topic_change: Option<Box<dyn Fn() + 'static>>,
+}
+
+fn load_json<T: Default + for<'de> serde::Deserialize<'de>>(path: &PathBuf) -> std::io::Result<T> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(T::default()),
+        Ok(text) => meta::from_java_json(&text).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(e),
+    }
+}
+
+impl Metadata {
+    /// Loads `topics.json`, `subscriptionGroup.json`, `consumerOffset.json` from `dir` (missing
+    /// files = empty) and adds the broker's default topics (spec §12).
+    pub fn load(
+        dir: PathBuf,
+        settings: MetaSettings,
+        clock: SharedClock,
+    ) -> std::io::Result<Metadata> {
+        std::fs::create_dir_all(&dir)?;
+        let topics: TopicTable = load_json(&dir.join("topics.json"))?;
+        let groups: GroupTable = load_json(&dir.join("subscriptionGroup.json"))?;
+        let offsets: ConsumerOffsets = load_json(&dir.join("consumerOffset.json"))?;
+        let mut m = Metadata {
+            dir,
+            settings,
+            clock,
+            topics,
+            groups,
+            offsets,
+            offsets_dirty: false,
+            view: MetaView::default(),
+            on_topic_change: None,
+        };
+        m.add_default_topics();
+        m.publish();
+        Ok(m)
+    }
+
+    pub fn view(&self) -> MetaView {
+        self.view.clone()
+    }
+
+    /// Called after any topic change (the registrar re-registers with the name servers).
+    pub fn on_topic_change(&mut self, f: Box<dyn Fn() + 'static>) {
+        self.on_topic_change = Some(f);
+    }
+
+    fn add_default_topics(&mut self) {
+        let s = self.settings.clone();
+        let rw = PERM_READ | PERM_WRITE;
+        let mut defaults = vec![
+            TopicConfig::new("SELF_TEST_TOPIC", 1, 1, rw),
+            TopicConfig::new("BenchmarkTest", 1024, 1024, rw),
+            TopicConfig::new("OFFSET_MOVED_EVENT", 1, 1, rw),
+            TopicConfig::new("SCHEDULE_TOPIC_XXXX", 18, 18, rw),
+            TopicConfig::new(&format!("{}_REPLY_TOPIC", s.cluster), 1, 1, rw),
+        ];
+        if s.auto_create_topic {
+            let n = s.default_topic_queue_nums;
+            defaults.push(TopicConfig::new(
+                meta::AUTO_CREATE_TOPIC,
+                n,
+                n,
+                PERM_INHERIT | rw,
+            ));
+        }
+        if s.cluster_topic_enable {
+            defaults.push(TopicConfig::new(&s.cluster, 16, 16, PERM_INHERIT | rw));
+        }
+        if s.broker_topic_enable {
+            defaults.push(TopicConfig::new(&s.broker_name, 1, 1, PERM_INHERIT | rw));
+        }
+        for t in defaults {
+            self.topics
+                .topic_config_table
+                .entry(t.topic_name.clone())
+                .or_insert(t);
+        }
+    }
+
+    fn publish(&mut self) {
+        self.view.topics.store(Arc::new(self.topics.clone()));
+        self.view.groups.store(Arc::new(self.groups.clone()));
+    }
+
+    fn topics_changed(&mut self) -> std::io::Result<()> {
+        self.topics.data_version.next(self.clock.now_ms());
+        self.publish();
+        write_atomically(
+            &self.dir.join("topics.json"),
+            meta::to_json(&self.topics).as_bytes(),
+        )?;
+        if let Some(f) = &self.on_topic_change {
+            f();
+        }
+        Ok(())
+    }
+
+    fn groups_changed(&mut self) -> std::io::Result<()> {
+        self.groups.data_version.next(self.clock.now_ms());
+        self.publish();
+        write_atomically(
+            &self.dir.join("subscriptionGroup.json"),
+            meta::to_json(&self.groups).as_bytes(),
+        )
+    }
+
+    pub fn persist_offsets(&mut self) -> std::io::Result<()> {
+        if !self.offsets_dirty {
+            return Ok(());
+        }
+        write_atomically(
+            &self.dir.join("consumerOffset.json"),
+            meta::to_json(&self.offsets).as_bytes(),
+        )?;
+        self.offsets_dirty = false;
+        Ok(())
+    }
+}
+
+impl Service for Metadata {
+    const NAME: &'static str = "metadata";
+
+    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        ctx.run_interval(self.settings.offset_flush_interval, |act, _| {
+            if let Err(e) = act.inner.persist_offsets() {
+                tracing::error!(error = %e, "cannot persist consumerOffset.json");
+            }
+        });
+    }
+}
+
+/// Returns the topic, creating it with `queues` queues and `perm` if it does not exist
+/// (retry and DLQ topics, auto-created topics).
+pub struct EnsureTopic {
+    pub topic: String,
+    pub queues: u32,
+    pub perm: u32,
+}
+impl Message for EnsureTopic {
+    type Result = std::io::Result<TopicConfig>;
+}
+
+impl Serve<EnsureTopic> for Metadata {
+    type Reply = std::io::Result<TopicConfig>;
+    fn serve(&mut self, m: EnsureTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        if let Some(t) = self.topics.topic_config_table.get(&m.topic) {
+            return Ok(t.clone());
+        }
+        let t = TopicConfig::new(&m.topic, m.queues, m.queues, m.perm);
+        self.topics
+            .topic_config_table
+            .insert(m.topic.clone(), t.clone());
+        tracing::info!(topic = %m.topic, queues = m.queues, "topic created");
+        self.topics_changed()?;
+        Ok(t)
+    }
+}
+
+/// Creates or updates a topic (UPDATE_AND_CREATE_TOPIC).
+pub struct CreateTopic(pub TopicConfig);
+impl Message for CreateTopic {
+    type Result = std::io::Result<()>;
+}
+
+impl Serve<CreateTopic> for Metadata {
+    type Reply = std::io::Result<()>;
+    fn serve(&mut self, m: CreateTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        tracing::info!(topic = %m.0.topic_name, read = m.0.read_queue_nums, write = m.0.write_queue_nums, perm = m.0.perm, "topic created or updated");
+        self.topics
+            .topic_config_table
+            .insert(m.0.topic_name.clone(), m.0);
+        self.topics_changed()
+    }
+}
+
+pub struct DeleteTopic(pub String);
+impl Message for DeleteTopic {
+    type Result = std::io::Result<bool>;
+}
+
+impl Serve<DeleteTopic> for Metadata {
+    type Reply = std::io::Result<bool>;
+    fn serve(&mut self, m: DeleteTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let existed = self.topics.topic_config_table.remove(&m.0).is_some();
+        let prefix = format!("{}@", m.0);
+        self.offsets
+            .offset_table
+            .retain(|k, _| !k.starts_with(&prefix));
+        self.offsets_dirty = true;
+        if existed {
+            self.topics_changed()?;
+        }
+        Ok(existed)
+    }
+}
+
+/// Returns the group, auto-creating it when `autoCreateSubscriptionGroup` is on.
+pub struct EnsureGroup(pub String);
+impl Message for EnsureGroup {
+    type Result = std::io::Result<Option<SubscriptionGroupConfig>>;
+}
+
+impl Serve<EnsureGroup> for Metadata {
+    type Reply = std::io::Result<Option<SubscriptionGroupConfig>>;
+    fn serve(&mut self, m: EnsureGroup, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        if let Some(g) = self.groups.subscription_group_table.get(&m.0) {
+            return Ok(Some(g.clone()));
+        }
+        if !self.settings.auto_create_group {
+            return Ok(None);
+        }
+        let g = SubscriptionGroupConfig {
+            group_name: m.0.clone(),
+            ..Default::default()
+        };
+        self.groups.subscription_group_table.insert(m.0, g.clone());
+        self.groups_changed()?;
+        Ok(Some(g))
+    }
+}
+
+pub struct UpdateGroup(pub SubscriptionGroupConfig);
+impl Message for UpdateGroup {
+    type Result = std::io::Result<()>;
+}
+
+impl Serve<UpdateGroup> for Metadata {
+    type Reply = std::io::Result<()>;
+    fn serve(&mut self, m: UpdateGroup, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.groups
+            .subscription_group_table
+            .insert(m.0.group_name.clone(), m.0);
+        self.groups_changed()
+    }
+}
+
+pub struct CommitOffset {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    pub offset: i64,
+}
+impl Message for CommitOffset {
+    type Result = ();
+}
+
+impl Serve<CommitOffset> for Metadata {
+    type Reply = ();
+    fn serve(&mut self, m: CommitOffset, _: &mut Context<Metered<Self>>) {
+        self.offsets.set(&m.topic, &m.group, m.queue_id, m.offset);
+        self.offsets_dirty = true;
+    }
+}
+
+pub struct QueryOffset {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: i32,
+}
+impl Message for QueryOffset {
+    type Result = Option<i64>;
+}
+
+impl Serve<QueryOffset> for Metadata {
+    type Reply = Reply<QueryOffset>;
+    fn serve(&mut self, m: QueryOffset, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(self.offsets.get(&m.topic, &m.group, m.queue_id))
+    }
+}
+
+/// Every committed offset (admin tools, lag metrics).
+pub struct GetOffsets;
+impl Message for GetOffsets {
+    type Result = ConsumerOffsets;
+}
+
+impl Serve<GetOffsets> for Metadata {
+    type Reply = Reply<GetOffsets>;
+    fn serve(&mut self, _: GetOffsets, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(self.offsets.clone())
+    }
+}
+
+/// Writes every table now (clean shutdown).
+pub struct PersistAll;
+impl Message for PersistAll {
+    type Result = std::io::Result<()>;
+}
+
+impl Serve<PersistAll> for Metadata {
+    type Reply = std::io::Result<()>;
+    fn serve(&mut self, _: PersistAll, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.offsets_dirty = true;
+        self.persist_offsets()?;
+        write_atomically(
+            &self.dir.join("topics.json"),
+            meta::to_json(&self.topics).as_bytes(),
+        )?;
+        write_atomically(
+            &self.dir.join("subscriptionGroup.json"),
+            meta::to_json(&self.groups).as_bytes(),
+        )
+    }
+}

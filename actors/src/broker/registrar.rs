@@ -1,0 +1,398 @@
+//! `Registrar` (actor `namesrv_registrar`): keeps this broker registered with every name server
+//! (spec §12), as RocketMQ's `BrokerController.registerBrokerAll` does.
+//!
+//! Owns one [`RemotingClient`] per name server address and that server's registration status.
+//! In: its own period tick, [`RegisterNow`] (a topic was created), [`UnregisterAll`] (clean
+//! shutdown), [`GetRegistrations`]. Out: REGISTER_BROKER (103) / UNREGISTER_BROKER (104) requests.
+//!
+//! Invariants:
+//! * Registers at start, then every `period`, then at once on [`RegisterNow`]. Each request
+//!   carries a fresh snapshot of the topic table (the `topics` closure), its dataVersion, and
+//!   `bodyCrc32` = crc32(body) & 0x7FFFFFFF; the body is never compressed.
+//! * Name servers are independent: each has its own client, and the network work runs in
+//!   futures spawned on the actor's context, so a name server that is down or slow never delays
+//!   the others nor the actor's mailbox. At most one registration per name server is in flight;
+//!   triggers arriving meanwhile collapse into one more registration when it ends (with the
+//!   topics as they are then).
+//! * A failed request drops that server's client (the next attempt reconnects); a failure is
+//!   logged once per failure streak, and the recovery once.
+//! * After [`UnregisterAll`] nothing registers again: a tick must not resurrect a broker that
+//!   announced its shutdown.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use actormq_core::format::record::body_crc;
+use actormq_core::meta::{TopicConfig as MetaTopicConfig, TopicTable};
+use actormq_core::protocol::body::{
+    to_json_bytes, DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper,
+    TopicFilterType,
+};
+use actormq_core::protocol::codes::{request_code, response_code};
+use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::header::{
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+};
+
+use crate::metered::{Metered, Reply, Serve, Service};
+use crate::remoting::client::RemotingClient;
+
+/// RocketMQ's `registerNameServerPeriod`.
+pub const DEFAULT_REGISTER_PERIOD: Duration = Duration::from_secs(30);
+/// RocketMQ's `registerBrokerTimeoutMills`.
+pub const DEFAULT_REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Who this broker is, as the name server records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerIdentity {
+    pub cluster: String,
+    pub broker_name: String,
+    /// 0 = master.
+    pub broker_id: u64,
+    /// `brokerIP1:listenPort`, where clients connect.
+    pub broker_addr: String,
+    /// `brokerIP2:haListenPort`, where slaves replicate from.
+    pub ha_server_addr: String,
+}
+
+/// Source of the topic table to register (read at each registration).
+pub type TopicSource = Arc<dyn Fn() -> TopicTable + Send + Sync>;
+
+/// Register with every name server now (a topic was created or changed). The topic table's
+/// dataVersion must have moved, or name servers keep the queue data they have.
+pub struct RegisterNow;
+impl Message for RegisterNow {
+    type Result = ();
+}
+
+/// Unregister from every name server (clean shutdown) and stop registering. Replies with how
+/// many name servers acknowledged.
+pub struct UnregisterAll;
+impl Message for UnregisterAll {
+    type Result = usize;
+}
+
+/// The registration status of each name server, in configuration order.
+pub struct GetRegistrations;
+impl Message for GetRegistrations {
+    type Result = Vec<NamesrvStatus>;
+}
+
+/// How registering with one name server is going.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamesrvStatus {
+    pub addr: String,
+    /// Registrations the name server answered SUCCESS to.
+    pub successes: u64,
+    pub failures: u64,
+    /// The last attempt failed.
+    pub failing: bool,
+    pub last_error: Option<String>,
+    pub last_success: Option<Instant>,
+    /// For a slave: the master's address and HA address, as the name server last said.
+    pub master_addr: Option<String>,
+    pub master_ha_server_addr: Option<String>,
+}
+
+struct Target {
+    client: Option<RemotingClient>,
+    in_flight: bool,
+    /// A trigger arrived while a registration was in flight.
+    again: bool,
+    status: NamesrvStatus,
+}
+
+pub struct Registrar {
+    identity: BrokerIdentity,
+    topics: TopicSource,
+    period: Duration,
+    timeout: Duration,
+    targets: Vec<Target>,
+    unregistered: bool,
+}
+
+/// Outcome of one registration attempt: the client to keep (if the connection is usable) and
+/// the response or the error.
+type Attempt = (Option<RemotingClient>, Result<RemotingCommand, String>);
+
+impl Registrar {
+    /// `period`: between registrations (RocketMQ 30 s, [`DEFAULT_REGISTER_PERIOD`]); `timeout`:
+    /// per connect and per request (RocketMQ 6 s, [`DEFAULT_REGISTER_TIMEOUT`]).
+    pub fn new(
+        namesrv_addrs: Vec<String>,
+        identity: BrokerIdentity,
+        topics: TopicSource,
+        period: Duration,
+        timeout: Duration,
+    ) -> Self {
+        let targets = namesrv_addrs
+            .into_iter()
+            .map(|addr| Target {
+                client: None,
+                in_flight: false,
+                again: false,
+                status: NamesrvStatus {
+                    addr,
+                    ..NamesrvStatus::default()
+                },
+            })
+            .collect();
+        Registrar {
+            identity,
+            topics,
+            period,
+            timeout,
+            targets,
+            unregistered: false,
+        }
+    }
+
+    fn broker_id(&self) -> i64 {
+        i64::try_from(self.identity.broker_id).unwrap_or(i64::MAX)
+    }
+
+    /// A REGISTER_BROKER request with the topic table as it is now.
+    fn register_request(&self) -> Result<RemotingCommand, String> {
+        let table = (self.topics)();
+        let body = RegisterBrokerBody {
+            topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
+                topic_config_table: table
+                    .topic_config_table
+                    .iter()
+                    .map(|(name, c)| (name.clone(), wire_topic_config(name, c)))
+                    .collect(),
+                data_version: DataVersion {
+                    timestamp: table.data_version.timestamp,
+                    counter: table.data_version.counter,
+                    state_version: None,
+                },
+            },
+            filter_server_list: Vec::new(),
+        };
+        let body = to_json_bytes(&body).map_err(|e| format!("cannot serialise topics: {e}"))?;
+        let header = RegisterBrokerRequestHeader {
+            broker_name: self.identity.broker_name.clone(),
+            broker_addr: self.identity.broker_addr.clone(),
+            cluster_name: self.identity.cluster.clone(),
+            ha_server_addr: self.identity.ha_server_addr.clone(),
+            broker_id: self.broker_id(),
+            compressed: false,
+            // Masked to 31 bits, so it always fits an i32.
+            body_crc32: i32::try_from(body_crc(&body)).unwrap_or_default(),
+            heartbeat_timeout_millis: None,
+            enable_acting_master: None,
+        };
+        Ok(RemotingCommand::new_request(request_code::REGISTER_BROKER)
+            .with_ext_fields(header.to_ext_fields())
+            .with_body(body))
+    }
+
+    fn register_all(&mut self, ctx: &mut Context<Metered<Self>>) {
+        if self.unregistered {
+            return;
+        }
+        let req = match self.register_request() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build REGISTER_BROKER");
+                return;
+            }
+        };
+        for i in 0..self.targets.len() {
+            self.start(i, req.clone(), ctx);
+        }
+    }
+
+    /// Starts registering with target `i`, or marks it to go again if one is in flight.
+    fn start(&mut self, i: usize, req: RemotingCommand, ctx: &mut Context<Metered<Self>>) {
+        let Some(t) = self.targets.get_mut(i) else {
+            return;
+        };
+        if t.in_flight {
+            t.again = true;
+            return;
+        }
+        t.in_flight = true;
+        let client = t.client.clone().filter(|c| !c.is_closed());
+        let addr = t.status.addr.clone();
+        let timeout = self.timeout;
+        let attempt = async move { invoke(client, &addr, req, timeout).await };
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Metered<Self>>(attempt)
+                .map(move |outcome, act, ctx| act.inner.finish(i, outcome, ctx)),
+        );
+    }
+
+    fn finish(&mut self, i: usize, (client, result): Attempt, ctx: &mut Context<Metered<Self>>) {
+        let Some(t) = self.targets.get_mut(i) else {
+            return;
+        };
+        t.in_flight = false;
+        t.client = client;
+        let s = &mut t.status;
+        let error = match result {
+            Ok(resp) if resp.code == response_code::SUCCESS => {
+                let header = RegisterBrokerResponseHeader::from_command(&resp).unwrap_or_default();
+                s.master_addr = header.master_addr;
+                s.master_ha_server_addr = header.ha_server_addr;
+                None
+            }
+            Ok(resp) => Some(format!(
+                "REGISTER_BROKER answered {}: {}",
+                resp.code,
+                resp.remark.unwrap_or_default()
+            )),
+            Err(e) => Some(e),
+        };
+        match error {
+            None => {
+                if s.failing {
+                    tracing::info!(namesrv = %s.addr, failures = s.failures,
+                        "registered with name server again");
+                }
+                s.successes += 1;
+                s.failing = false;
+                s.last_success = Some(Instant::now());
+            }
+            Some(e) => {
+                // Once per streak: a name server down for hours must not flood the log every
+                // period.
+                if !s.failing {
+                    tracing::warn!(namesrv = %s.addr, error = %e,
+                        "cannot register with name server; retrying every period");
+                }
+                s.failures += 1;
+                s.failing = true;
+                s.last_error = Some(e);
+            }
+        }
+        if std::mem::take(&mut t.again) && !self.unregistered {
+            match self.register_request() {
+                Ok(req) => self.start(i, req, ctx),
+                Err(e) => tracing::error!(error = %e, "cannot build REGISTER_BROKER"),
+            }
+        }
+    }
+}
+
+/// The broker's stored topic config in the wire form the name server reads.
+fn wire_topic_config(name: &str, c: &MetaTopicConfig) -> TopicConfig {
+    let int = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+    TopicConfig {
+        // The table key is authoritative; a config written without its name still registers.
+        topic_name: name.to_owned(),
+        read_queue_nums: int(c.read_queue_nums),
+        write_queue_nums: int(c.write_queue_nums),
+        perm: int(c.perm),
+        topic_filter_type: if c.topic_filter_type == "MULTI_TAG" {
+            TopicFilterType::MultiTag
+        } else {
+            TopicFilterType::SingleTag
+        },
+        topic_sys_flag: int(c.topic_sys_flag),
+        order: c.order,
+        attributes: Default::default(),
+    }
+}
+
+/// Connects if needed (bounded by `timeout`), then sends `req` and waits for the reply.
+async fn invoke(
+    client: Option<RemotingClient>,
+    addr: &str,
+    req: RemotingCommand,
+    timeout: Duration,
+) -> Attempt {
+    let client = match client {
+        Some(c) => c,
+        None => match tokio::time::timeout(timeout, RemotingClient::connect(addr)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return (None, Err(e.to_string())),
+            Err(_) => {
+                return (
+                    None,
+                    Err(format!(
+                        "cannot connect to {addr} within {} ms",
+                        timeout.as_millis()
+                    )),
+                )
+            }
+        },
+    };
+    match client.invoke(req, timeout).await {
+        Ok(resp) => (Some(client), Ok(resp)),
+        // Closed or timed out: the connection is suspect, so the next attempt reconnects.
+        Err(e) => (None, Err(e.to_string())),
+    }
+}
+
+impl Service for Registrar {
+    const NAME: &'static str = "namesrv_registrar";
+
+    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        self.register_all(ctx);
+        ctx.run_interval(self.period, |act, ctx| act.inner.register_all(ctx));
+    }
+}
+
+impl Serve<RegisterNow> for Registrar {
+    type Reply = ();
+    fn serve(&mut self, _: RegisterNow, ctx: &mut Context<Metered<Self>>) {
+        self.register_all(ctx);
+    }
+}
+
+impl Serve<GetRegistrations> for Registrar {
+    type Reply = Reply<GetRegistrations>;
+    fn serve(&mut self, _: GetRegistrations, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(self.targets.iter().map(|t| t.status.clone()).collect())
+    }
+}
+
+impl Serve<UnregisterAll> for Registrar {
+    type Reply = ResponseFuture<usize>;
+    fn serve(&mut self, _: UnregisterAll, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.unregistered = true;
+        let header = UnregisterBrokerRequestHeader {
+            broker_name: self.identity.broker_name.clone(),
+            broker_addr: self.identity.broker_addr.clone(),
+            cluster_name: self.identity.cluster.clone(),
+            broker_id: self.broker_id(),
+        };
+        let req = RemotingCommand::new_request(request_code::UNREGISTER_BROKER)
+            .with_ext_fields(header.to_ext_fields());
+        let timeout = self.timeout;
+        let calls: Vec<_> = self
+            .targets
+            .iter()
+            .map(|t| {
+                let client = t.client.clone().filter(|c| !c.is_closed());
+                let addr = t.status.addr.clone();
+                let req = req.clone();
+                async move {
+                    match invoke(client, &addr, req, timeout).await.1 {
+                        Ok(resp) if resp.code == response_code::SUCCESS => true,
+                        Ok(resp) => {
+                            tracing::warn!(namesrv = %addr, code = resp.code, remark = ?resp.remark,
+                                "UNREGISTER_BROKER refused");
+                            false
+                        }
+                        Err(e) => {
+                            tracing::warn!(namesrv = %addr, error = %e, "cannot unregister");
+                            false
+                        }
+                    }
+                }
+            })
+            .collect();
+        // Reply from a future, not the handler: the mailbox keeps moving while name servers
+        // answer (or time out) in parallel.
+        Box::pin(async move {
+            futures_util::future::join_all(calls)
+                .await
+                .into_iter()
+                .filter(|ok| *ok)
+                .count()
+        })
+    }
+}

@@ -1,0 +1,629 @@
+//! Typed request/response headers: the `extFields` of each command ActorMQ serves or sends.
+//!
+//! Owns: the mapping between Java's header classes (field names exactly as Java spells them,
+//! spec §11.4–§11.9, §12) and Rust structs, in both directions (`from_command` /
+//! `to_ext_fields`), so request handlers never touch raw strings and the broker's own requests
+//! (to the name server, to clients) use the same definitions.
+//!
+//! Invariants:
+//! * A field is required exactly when its type is not an `Option` and it has no default; a
+//!   missing required field or an unparsable value is a [`HeaderError`] naming the wire field.
+//! * Unknown fields are ignored: 5.x clients add `bname`, `ns`, `nsd`, `oway`, `lo`, … to every
+//!   header, and new versions keep adding more.
+//! * An empty string in an *optional* numeric/boolean field reads as absent (clients that
+//!   serialise "unset" as `""`); in a required one it is an error, as in Java.
+//! * `to_ext_fields` then `from_ext_fields` gives back the same struct.
+
+use super::codes::request_code;
+use super::command::{parse_bool, parse_i32, parse_i64, ExtFields, HeaderError, RemotingCommand};
+
+/// A header that can be read from and written to `extFields`.
+pub trait CommandHeader: Sized {
+    fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError>;
+    fn to_ext_fields(&self) -> ExtFields;
+    fn from_command(cmd: &RemotingCommand) -> Result<Self, HeaderError> {
+        Self::from_ext_fields(&cmd.ext_fields)
+    }
+}
+
+/// How one field type reads from and writes to its wire text.
+trait Field: Sized {
+    fn parse(name: &str, raw: &str) -> Result<Self, HeaderError>;
+    /// Value when the field is absent; `None` means the field is required.
+    fn absent() -> Option<Self>;
+    /// Wire text; `None` means "leave the field out".
+    fn render(&self) -> Option<String>;
+}
+
+macro_rules! scalar_fields {
+    ($($ty:ty => $parse:expr, empty_is_absent: $empty_absent:expr;)*) => {$(
+        impl Field for $ty {
+            fn parse(name: &str, raw: &str) -> Result<Self, HeaderError> {
+                $parse(name, raw)
+            }
+            fn absent() -> Option<Self> {
+                None
+            }
+            fn render(&self) -> Option<String> {
+                Some(self.to_string())
+            }
+        }
+        impl Field for Option<$ty> {
+            fn parse(name: &str, raw: &str) -> Result<Self, HeaderError> {
+                if $empty_absent && raw.trim().is_empty() {
+                    Ok(None)
+                } else {
+                    $parse(name, raw).map(Some)
+                }
+            }
+            fn absent() -> Option<Self> {
+                Some(None)
+            }
+            fn render(&self) -> Option<String> {
+                self.as_ref().map(|v| v.to_string())
+            }
+        }
+    )*};
+}
+
+fn parse_string(_name: &str, raw: &str) -> Result<String, HeaderError> {
+    Ok(raw.to_owned())
+}
+
+scalar_fields! {
+    String => parse_string, empty_is_absent: false;
+    i32 => parse_i32, empty_is_absent: true;
+    i64 => parse_i64, empty_is_absent: true;
+    bool => parse_bool, empty_is_absent: true;
+}
+
+fn read<T: Field>(ext: &ExtFields, name: &str, default: Option<T>) -> Result<T, HeaderError> {
+    match ext.get(name) {
+        Some(raw) => T::parse(name, raw),
+        None => default
+            .or_else(T::absent)
+            .ok_or_else(|| HeaderError::missing(name)),
+    }
+}
+
+fn write<T: Field>(ext: &mut ExtFields, name: &str, value: &T) {
+    if let Some(text) = value.render() {
+        ext.insert(name, text);
+    }
+}
+
+/// Declares a header struct whose fields map 1:1 to wire names:
+/// `rust_name: Type => "wireName" [= default],`.
+macro_rules! header {
+    (@default) => { None };
+    (@default $d:expr) => { Some($d) };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty => $wire:literal $(= $default:expr)? ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $name {
+            pub fn from_command(cmd: &RemotingCommand) -> Result<Self, HeaderError> {
+                Self::from_ext_fields(&cmd.ext_fields)
+            }
+
+            pub fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
+                Ok(Self {
+                    $( $field: read::<$ty>(ext, $wire, header!(@default $($default)?))?, )*
+                })
+            }
+
+            pub fn to_ext_fields(&self) -> ExtFields {
+                let mut ext = ExtFields::new();
+                $( write(&mut ext, $wire, &self.$field); )*
+                ext
+            }
+        }
+
+        impl CommandHeader for $name {
+            fn from_ext_fields(ext: &ExtFields) -> Result<Self, HeaderError> {
+                $name::from_ext_fields(ext)
+            }
+            fn to_ext_fields(&self) -> ExtFields {
+                $name::to_ext_fields(self)
+            }
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// SEND (codes 10, 310, 320, 324, 325)
+
+/// Which field names a SEND header uses on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendHeaderNames {
+    /// Java field names (`producerGroup`, …): SEND_MESSAGE (10), SEND_REPLY_MESSAGE (324).
+    V1,
+    /// One-letter names `a`..`n`: SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
+    /// SEND_REPLY_MESSAGE_V2 (325). Java's default, to shrink every send.
+    V2,
+}
+
+/// `(V1 name, V2 name)` of each SEND header field, in V2 letter order.
+const SEND_NAMES: [(&str, &str); 14] = [
+    ("producerGroup", "a"),
+    ("topic", "b"),
+    ("defaultTopic", "c"),
+    ("defaultTopicQueueNums", "d"),
+    ("queueId", "e"),
+    ("sysFlag", "f"),
+    ("bornTimestamp", "g"),
+    ("flag", "h"),
+    ("properties", "i"),
+    ("reconsumeTimes", "j"),
+    ("unitMode", "k"),
+    ("maxReconsumeTimes", "l"),
+    ("batch", "m"),
+    ("bname", "n"),
+];
+
+/// `SendMessageRequestHeader` (V1) / `SendMessageRequestHeaderV2`: one struct for both spellings.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SendMessageRequestHeader {
+    pub producer_group: String,
+    pub topic: String,
+    /// Template topic for auto-creation (`TBW102`).
+    pub default_topic: String,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    /// Properties string (spec §2.1); absent ⇒ empty.
+    pub properties: String,
+    /// Absent ⇒ 0.
+    pub reconsume_times: i32,
+    /// Absent ⇒ false.
+    pub unit_mode: bool,
+    /// Absent ⇒ the subscription group's setting applies.
+    pub max_reconsume_times: Option<i32>,
+    /// Absent ⇒ false.
+    pub batch: bool,
+    /// Target broker name (4.9.x+/5.x clients); informational.
+    pub broker_name: Option<String>,
+}
+
+impl SendMessageRequestHeader {
+    /// Reads a SEND header, choosing the spelling by request code: V2 codes (310, 320, 325) use
+    /// the short names — unless the short `b` is absent and the long `topic` present, which a
+    /// client that sends V1 names under a V2 code would produce.
+    pub fn from_command(cmd: &RemotingCommand) -> Result<Self, HeaderError> {
+        let v2_code = matches!(
+            cmd.code,
+            request_code::SEND_MESSAGE_V2
+                | request_code::SEND_BATCH_MESSAGE
+                | request_code::SEND_REPLY_MESSAGE_V2
+        );
+        let ext = &cmd.ext_fields;
+        let names = if v2_code && (ext.contains_key("b") || !ext.contains_key("topic")) {
+            SendHeaderNames::V2
+        } else {
+            SendHeaderNames::V1
+        };
+        Self::from_ext_fields(ext, names)
+    }
+
+    pub fn from_ext_fields(ext: &ExtFields, names: SendHeaderNames) -> Result<Self, HeaderError> {
+        fn get<T: Field>(
+            ext: &ExtFields,
+            names: SendHeaderNames,
+            i: usize,
+            default: Option<T>,
+        ) -> Result<T, HeaderError> {
+            let (long, short) = SEND_NAMES.get(i).copied().unwrap_or(("?", "?"));
+            match names {
+                SendHeaderNames::V1 => read(ext, long, default),
+                SendHeaderNames::V2 => {
+                    read(ext, short, default).map_err(|e| e.with_field(format!("{short} ({long})")))
+                }
+            }
+        }
+        Ok(SendMessageRequestHeader {
+            producer_group: get(ext, names, 0, None)?,
+            topic: get(ext, names, 1, None)?,
+            default_topic: get(ext, names, 2, None)?,
+            default_topic_queue_nums: get(ext, names, 3, None)?,
+            queue_id: get(ext, names, 4, None)?,
+            sys_flag: get(ext, names, 5, None)?,
+            born_timestamp: get(ext, names, 6, None)?,
+            flag: get(ext, names, 7, None)?,
+            properties: get(ext, names, 8, Some(String::new()))?,
+            reconsume_times: get::<Option<i32>>(ext, names, 9, None)?.unwrap_or(0),
+            unit_mode: get::<Option<bool>>(ext, names, 10, None)?.unwrap_or(false),
+            max_reconsume_times: get(ext, names, 11, None)?,
+            batch: get::<Option<bool>>(ext, names, 12, None)?.unwrap_or(false),
+            broker_name: get(ext, names, 13, None)?,
+        })
+    }
+
+    /// Writes the header in the chosen spelling (all fields, as Java clients do).
+    pub fn to_ext_fields(&self, names: SendHeaderNames) -> ExtFields {
+        let values: [Option<String>; 14] = [
+            Some(self.producer_group.clone()),
+            Some(self.topic.clone()),
+            Some(self.default_topic.clone()),
+            Some(self.default_topic_queue_nums.to_string()),
+            Some(self.queue_id.to_string()),
+            Some(self.sys_flag.to_string()),
+            Some(self.born_timestamp.to_string()),
+            Some(self.flag.to_string()),
+            Some(self.properties.clone()),
+            Some(self.reconsume_times.to_string()),
+            Some(self.unit_mode.to_string()),
+            self.max_reconsume_times.map(|v| v.to_string()),
+            Some(self.batch.to_string()),
+            self.broker_name.clone(),
+        ];
+        let mut ext = ExtFields::with_capacity(values.len());
+        for ((long, short), value) in SEND_NAMES.iter().zip(values) {
+            if let Some(value) = value {
+                ext.insert(
+                    if names == SendHeaderNames::V1 {
+                        *long
+                    } else {
+                        *short
+                    },
+                    value,
+                );
+            }
+        }
+        ext
+    }
+}
+
+header! {
+    /// SEND response. `msgId` is the offset message id (spec §2.3; comma-joined for batches);
+    /// `MSG_REGION` and `TRACE_ON` travel here too and clients copy them onto the message.
+    pub struct SendMessageResponseHeader {
+        msg_id: String => "msgId",
+        queue_id: i32 => "queueId",
+        /// First logical offset written.
+        queue_offset: i64 => "queueOffset",
+        transaction_id: Option<String> => "transactionId",
+        /// 5.x.
+        batch_uniq_id: Option<String> => "batchUniqId",
+        msg_region: String => "MSG_REGION" = "DefaultRegion".to_owned(),
+        trace_on: bool => "TRACE_ON" = true,
+    }
+}
+
+impl SendMessageResponseHeader {
+    /// A response with RocketMQ's defaults for region (`DefaultRegion`) and tracing (on).
+    pub fn new(msg_id: String, queue_id: i32, queue_offset: i64) -> Self {
+        SendMessageResponseHeader {
+            msg_id,
+            queue_id,
+            queue_offset,
+            transaction_id: None,
+            batch_uniq_id: None,
+            msg_region: "DefaultRegion".to_owned(),
+            trace_on: true,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PULL (codes 11, 361)
+
+/// Pull request `sysFlag` bits (`PullSysFlag`).
+pub mod pull_sys_flag {
+    /// The request carries `commitOffset` to store for the group.
+    pub const COMMIT_OFFSET: i32 = 0x1;
+    /// The broker may hold (long-poll) the request when nothing is there.
+    pub const SUSPEND: i32 = 0x2;
+    /// The request carries its own `subscription` expression.
+    pub const SUBSCRIPTION: i32 = 0x4;
+    pub const CLASS_FILTER: i32 = 0x8;
+    /// Sent by lite-pull consumers (5.x sends LITE_PULL_MESSAGE then).
+    pub const LITE_PULL: i32 = 0x10;
+}
+
+header! {
+    /// `PullMessageRequestHeader`, for PULL_MESSAGE and LITE_PULL_MESSAGE.
+    pub struct PullMessageRequestHeader {
+        consumer_group: String => "consumerGroup",
+        topic: String => "topic",
+        queue_id: i32 => "queueId",
+        queue_offset: i64 => "queueOffset",
+        max_msg_nums: i32 => "maxMsgNums",
+        sys_flag: i32 => "sysFlag",
+        commit_offset: i64 => "commitOffset",
+        /// How long the broker may hold the request (client's `brokerSuspendMaxTimeMillis`).
+        suspend_timeout_millis: i64 => "suspendTimeoutMillis",
+        subscription: Option<String> => "subscription",
+        sub_version: i64 => "subVersion",
+        /// `TAG` or `SQL92`; absent ⇒ TAG.
+        expression_type: Option<String> => "expressionType",
+        /// 5.x.
+        max_msg_bytes: Option<i32> => "maxMsgBytes",
+        /// 5.x.
+        request_source: Option<i32> => "requestSource",
+        /// 5.x, misspelt as in Java.
+        proxy_froward_client_id: Option<String> => "proxyFrowardClientId",
+    }
+}
+
+impl PullMessageRequestHeader {
+    pub fn has_commit_offset(&self) -> bool {
+        self.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
+    }
+    pub fn has_suspend(&self) -> bool {
+        self.sys_flag & pull_sys_flag::SUSPEND != 0
+    }
+    pub fn has_subscription(&self) -> bool {
+        self.sys_flag & pull_sys_flag::SUBSCRIPTION != 0
+    }
+    pub fn has_class_filter(&self) -> bool {
+        self.sys_flag & pull_sys_flag::CLASS_FILTER != 0
+    }
+    pub fn is_lite_pull(&self) -> bool {
+        self.sys_flag & pull_sys_flag::LITE_PULL != 0
+    }
+}
+
+header! {
+    /// Pull response; remark carries the GetMessageStatus name.
+    pub struct PullMessageResponseHeader {
+        /// 0 = master.
+        suggest_which_broker_id: i64 => "suggestWhichBrokerId",
+        next_begin_offset: i64 => "nextBeginOffset",
+        min_offset: i64 => "minOffset",
+        max_offset: i64 => "maxOffset",
+        offset_delta: Option<i64> => "offsetDelta",
+        topic_sys_flag: Option<i32> => "topicSysFlag",
+        group_sys_flag: Option<i32> => "groupSysFlag",
+        forbidden_type: Option<i32> => "forbiddenType",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Query / view
+
+/// Ext field a client adds to QUERY_MESSAGE when the key is a message's UNIQ_KEY.
+pub const UNIQUE_KEY_QUERY: &str = "_UNIQUE_KEY_QUERY";
+
+header! {
+    /// QUERY_MESSAGE (12): index lookup by key and store-time range.
+    pub struct QueryMessageRequestHeader {
+        topic: String => "topic",
+        key: String => "key",
+        max_num: i32 => "maxNum",
+        begin_timestamp: i64 => "beginTimestamp",
+        end_timestamp: i64 => "endTimestamp",
+        /// `_UNIQUE_KEY_QUERY`: the key is a UNIQ_KEY (the broker may stop at the first hit).
+        unique_key_query: bool => "_UNIQUE_KEY_QUERY" = false,
+    }
+}
+
+header! {
+    pub struct QueryMessageResponseHeader {
+        index_last_update_timestamp: i64 => "indexLastUpdateTimestamp",
+        index_last_update_phyoffset: i64 => "indexLastUpdatePhyoffset",
+    }
+}
+
+header! {
+    /// VIEW_MESSAGE_BY_ID (33): `offset` is the physical CommitLog offset from the msgId.
+    pub struct ViewMessageByIdRequestHeader {
+        offset: i64 => "offset",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offsets
+
+header! {
+    /// QUERY_CONSUMER_OFFSET (14).
+    pub struct QueryConsumerOffsetRequestHeader {
+        consumer_group: String => "consumerGroup",
+        topic: String => "topic",
+        queue_id: i32 => "queueId",
+        /// 5.x.
+        set_zero_if_not_found: Option<bool> => "setZeroIfNotFound",
+    }
+}
+
+header! {
+    pub struct QueryConsumerOffsetResponseHeader {
+        offset: i64 => "offset",
+    }
+}
+
+header! {
+    /// UPDATE_CONSUMER_OFFSET (15), usually oneway.
+    pub struct UpdateConsumerOffsetRequestHeader {
+        consumer_group: String => "consumerGroup",
+        topic: String => "topic",
+        queue_id: i32 => "queueId",
+        commit_offset: i64 => "commitOffset",
+    }
+}
+
+header! {
+    /// GET_MAX_OFFSET (30).
+    pub struct GetMaxOffsetRequestHeader {
+        topic: String => "topic",
+        queue_id: i32 => "queueId",
+        /// 5.x.
+        committed: Option<bool> => "committed",
+    }
+}
+
+header! {
+    /// The max offset is the ConsumeQueue's next offset.
+    pub struct GetMaxOffsetResponseHeader {
+        offset: i64 => "offset",
+    }
+}
+
+header! {
+    /// GET_MIN_OFFSET (31).
+    pub struct GetMinOffsetRequestHeader {
+        topic: String => "topic",
+        queue_id: i32 => "queueId",
+    }
+}
+
+header! {
+    pub struct GetMinOffsetResponseHeader {
+        offset: i64 => "offset",
+    }
+}
+
+header! {
+    /// SEARCH_OFFSET_BY_TIMESTAMP (29).
+    pub struct SearchOffsetRequestHeader {
+        topic: String => "topic",
+        queue_id: i32 => "queueId",
+        timestamp: i64 => "timestamp",
+        /// 5.x: `LOWER` / `UPPER`.
+        boundary_type: Option<String> => "boundaryType",
+    }
+}
+
+header! {
+    pub struct SearchOffsetResponseHeader {
+        offset: i64 => "offset",
+    }
+}
+
+header! {
+    /// GET_EARLIEST_MSG_STORETIME (32).
+    pub struct GetEarliestMsgStoretimeRequestHeader {
+        topic: String => "topic",
+        queue_id: i32 => "queueId",
+    }
+}
+
+header! {
+    pub struct GetEarliestMsgStoretimeResponseHeader {
+        timestamp: i64 => "timestamp",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients and consumers
+
+header! {
+    /// UNREGISTER_CLIENT (35).
+    pub struct UnregisterClientRequestHeader {
+        client_id: String => "clientID",
+        producer_group: Option<String> => "producerGroup",
+        consumer_group: Option<String> => "consumerGroup",
+    }
+}
+
+header! {
+    /// GET_CONSUMER_LIST_BY_GROUP (38); response body is `ConsumerListBody`.
+    pub struct GetConsumerListByGroupRequestHeader {
+        consumer_group: String => "consumerGroup",
+    }
+}
+
+header! {
+    /// NOTIFY_CONSUMER_IDS_CHANGED (40), broker → consumer, oneway.
+    pub struct NotifyConsumerIdsChangedRequestHeader {
+        consumer_group: String => "consumerGroup",
+    }
+}
+
+header! {
+    /// CONSUMER_SEND_MSG_BACK (36): put a message back for retry (or into the DLQ).
+    pub struct ConsumerSendMsgBackRequestHeader {
+        /// Physical CommitLog offset of the message.
+        offset: i64 => "offset",
+        group: String => "group",
+        delay_level: i32 => "delayLevel",
+        origin_msg_id: Option<String> => "originMsgId",
+        origin_topic: Option<String> => "originTopic",
+        unit_mode: bool => "unitMode" = false,
+        max_reconsume_times: Option<i32> => "maxReconsumeTimes",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topics and routes
+
+header! {
+    /// UPDATE_AND_CREATE_TOPIC (17).
+    pub struct CreateTopicRequestHeader {
+        topic: String => "topic",
+        default_topic: String => "defaultTopic",
+        read_queue_nums: i32 => "readQueueNums",
+        write_queue_nums: i32 => "writeQueueNums",
+        perm: i32 => "perm",
+        /// `SINGLE_TAG` / `MULTI_TAG`.
+        topic_filter_type: String => "topicFilterType",
+        topic_sys_flag: Option<i32> => "topicSysFlag",
+        order: bool => "order" = false,
+        /// 5.x topic attributes (`+key=value` list).
+        attributes: Option<String> => "attributes",
+    }
+}
+
+header! {
+    /// GET_ROUTEINFO_BY_TOPIC (105).
+    pub struct GetRouteInfoRequestHeader {
+        topic: String => "topic",
+        accept_standard_json_only: Option<bool> => "acceptStandardJsonOnly",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Name server registration (spec §12)
+
+header! {
+    /// REGISTER_BROKER (103), broker → name server; body `RegisterBrokerBody`.
+    pub struct RegisterBrokerRequestHeader {
+        broker_name: String => "brokerName",
+        /// `brokerIP1:listenPort`.
+        broker_addr: String => "brokerAddr",
+        cluster_name: String => "clusterName",
+        /// `brokerIP2:haListenPort`.
+        ha_server_addr: String => "haServerAddr",
+        /// 0 = master.
+        broker_id: i64 => "brokerId",
+        /// Body is the Deflater form.
+        compressed: bool => "compressed" = false,
+        /// CRC32 of the body masked with 0x7FFFFFFF; 0 = unchecked.
+        body_crc32: i32 => "bodyCrc32" = 0,
+        /// 5.x.
+        heartbeat_timeout_millis: Option<i64> => "heartbeatTimeoutMillis",
+        /// 5.x.
+        enable_acting_master: Option<bool> => "enableActingMaster",
+    }
+}
+
+header! {
+    /// For a slave: the live master's HA address and address.
+    pub struct RegisterBrokerResponseHeader {
+        ha_server_addr: Option<String> => "haServerAddr",
+        master_addr: Option<String> => "masterAddr",
+    }
+}
+
+header! {
+    /// UNREGISTER_BROKER (104).
+    pub struct UnregisterBrokerRequestHeader {
+        broker_name: String => "brokerName",
+        broker_addr: String => "brokerAddr",
+        cluster_name: String => "clusterName",
+        broker_id: i64 => "brokerId",
+    }
+}
+
+#[cfg(test)]
+#[path = "header_tests.rs"]
+mod tests;
