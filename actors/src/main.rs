@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actormq::bench::{print_store_report, run_store_bench, StoreBenchArgs};
-use actormq::store::{Store, StoreParams};
+use actormq::broker::BrokerOptions;
 use actormq_core::clock::SystemClock;
-use actormq_core::config::{load, StoreConfig};
+use actormq_core::config::load;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -22,11 +22,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a broker (this build: the store; the remoting port and name server come next).
+    /// Run a broker (with an embedded name server unless one is configured).
     Broker {
         /// Configuration file (ActorMQ TOML).
         #[arg(short = 'c', long = "configFile")]
         config: Option<PathBuf>,
+        /// Name server address(es), `host:port;host:port`. Without one (here, in the file or in
+        /// NAMESRV_ADDR) the broker runs an embedded name server on port 9876.
+        #[arg(short = 'n', long = "namesrvAddr")]
+        namesrv: Option<String>,
     },
     /// Benchmarks.
     Bench {
@@ -56,28 +60,26 @@ fn main() -> anyhow::Result<()> {
             print_store_report(&args, &report);
             Ok(())
         }
-        Command::Broker { config } => run_broker(config),
+        Command::Broker { config, namesrv } => run_broker(config, namesrv),
     }
 }
 
-fn run_broker(config: Option<PathBuf>) -> anyhow::Result<()> {
+fn run_broker(config: Option<PathBuf>, namesrv: Option<String>) -> anyhow::Result<()> {
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let loaded = load(config.as_deref(), &env)?;
-    let store_cfg: &StoreConfig = &loaded.config.store;
-    let params = StoreParams::from_config(store_cfg).map_err(anyhow::Error::msg)?;
+    let mut loaded = load(config.as_deref(), &env)?;
+    loaded.log_warnings();
+    if let Some(n) = namesrv {
+        loaded.config.broker.namesrv_addr = Some(n);
+    }
+    let cfg = loaded.config;
     actix_rt::System::new().block_on(async move {
-        let store = Store::open(params.clone(), Arc::new(SystemClock)).await?;
-        tracing::info!(
-            version = env!("CARGO_PKG_VERSION"),
-            store = %params.root.display(),
-            commit_log_end = store.report.commit_log_end,
-            consume_queues = store.report.consume_queues,
-            recovery_ms = store.report.recovery_ms,
-            "ActorMQ store started"
-        );
-        tokio::signal::ctrl_c().await?;
-        tracing::info!("stopping");
-        store.shutdown().await?;
-        anyhow::Ok(())
+        let broker =
+            actormq::broker::start(cfg, BrokerOptions::default(), Arc::new(SystemClock)).await?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; stopping"),
+            _ = term.recv() => tracing::info!("SIGTERM received; stopping"),
+        }
+        broker.stop().await
     })
 }

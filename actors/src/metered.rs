@@ -30,6 +30,9 @@ pub struct Probe {
     pub messages: IntCounter,
     pub wait: Histogram,
     pub handle: Histogram,
+    /// Mailbox wait of the most recently handled message, in µs: the head-of-line wait that flow
+    /// control and `GET_BROKER_RUNTIME_INFO` report.
+    pub last_wait_us: std::sync::atomic::AtomicU64,
 }
 
 struct Instruments {
@@ -117,6 +120,7 @@ pub fn probe(name: &'static str) -> &'static Probe {
             messages: ins.messages.with_label_values(&[name]),
             wait: ins.wait.with_label_values(&[name]),
             handle: ins.handle.with_label_values(&[name]),
+            last_wait_us: std::sync::atomic::AtomicU64::new(0),
         }))
     })
 }
@@ -213,7 +217,12 @@ where
 
     fn handle(&mut self, mut env: Envelope<M>, ctx: &mut Context<Self>) -> S::Reply {
         let start = Instant::now();
-        self.probe.wait.observe((start - env.sent).as_secs_f64());
+        let waited = start - env.sent;
+        self.probe.wait.observe(waited.as_secs_f64());
+        self.probe.last_wait_us.store(
+            waited.as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let msg = env.msg.take().expect("an envelope is handled once");
         drop(env);
         let reply = self.inner.serve(msg, ctx);
@@ -309,6 +318,11 @@ impl<S: Service> ActorRef<S> {
 
     pub fn name(&self) -> &'static str {
         self.probe.name
+    }
+
+    /// This actor's instruments.
+    pub fn probe(&self) -> &'static Probe {
+        self.probe
     }
 }
 

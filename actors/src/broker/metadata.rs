@@ -74,7 +74,7 @@ pub struct Metadata {
     offsets: ConsumerOffsets,
     offsets_dirty: bool,
     view: MetaView,
-    on_topic_change: Option<Box<dyn Fn() + 'static>>,
+    on_topic_change: Option<Box<dyn Fn() + Send + 'static>>,
 }
 
 fn load_json<T: Default + for<'de> serde::Deserialize<'de>>(path: &PathBuf) -> std::io::Result<T> {
@@ -124,7 +124,7 @@ impl Metadata {
     }
 
     /// Called after any topic change (the registrar re-registers with the name servers).
-    pub fn on_topic_change(&mut self, f: Box<dyn Fn() + 'static>) {
+    pub fn on_topic_change(&mut self, f: Box<dyn Fn() + Send + 'static>) {
         self.on_topic_change = Some(f);
     }
 

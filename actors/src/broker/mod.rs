@@ -1,8 +1,259 @@
-//! The broker: remoting server, request handling, metadata, client registry, long polling, and the
-//! embedded name server.
+//! The broker: remoting server, request handling, metadata, client registry, long polling, the
+//! embedded name server and the registration with name servers.
+//!
+//! [`start`] brings a broker up in this order: take the store lock → open and recover the store →
+//! load metadata → start the client registry, long polling and request processor → listen →
+//! start (or not) the embedded name server → register with the name servers. [`BrokerHandle::stop`]
+//! reverses it: stop accepting, unregister, persist metadata, flush and close the store, remove the
+//! abort file, release the lock.
 
 pub mod clients;
 pub mod metadata;
+pub mod processor;
 pub mod pull_hold;
 pub mod registrar;
 pub mod testing;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use actormq_core::clock::SharedClock;
+use actormq_core::config::Config;
+use actormq_core::store::store_lock::{create_abort_file, remove_abort_file, StoreLock};
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+
+use crate::metered::{start_on, ActorRef};
+use crate::namesrv::{start_namesrv, NamesrvHandle, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
+use crate::remoting::server::serve;
+use crate::store::{Store, StoreParams};
+use clients::ClientRegistry;
+use metadata::{MetaSettings, Metadata, PersistAll};
+use processor::{BrokerCore, BrokerProcessor, ProcessorSettings};
+use pull_hold::{MessagesArrived, PullHold};
+use registrar::{BrokerIdentity, RegisterNow, Registrar, UnregisterAll};
+
+/// Where to listen, beyond what the configuration says.
+#[derive(Clone, Debug, Default)]
+pub struct BrokerOptions {
+    /// Run an embedded name server on this address when no name server is configured
+    /// (`None` = `0.0.0.0:9876`).
+    pub namesrv_listen: Option<SocketAddr>,
+    /// Never run the embedded name server.
+    pub no_embedded_namesrv: bool,
+}
+
+pub struct BrokerHandle {
+    pub broker_addr: SocketAddr,
+    pub namesrv: Option<NamesrvHandle>,
+    pub namesrv_addrs: Vec<String>,
+    store: Rc<Store>,
+    meta: ActorRef<Metadata>,
+    registrar: ActorRef<Registrar>,
+    accept: actix_rt::task::JoinHandle<()>,
+    root: std::path::PathBuf,
+    _lock: StoreLock,
+}
+
+/// The address this broker tells clients: `brokerIP1`, else the address used for outbound
+/// traffic (no packet is sent to find it), else loopback.
+fn advertised_ip(cfg: &Config) -> anyhow::Result<IpAddr> {
+    if let Some(ip) = &cfg.broker.broker_ip1 {
+        return ip
+            .parse()
+            .with_context(|| format!("brokerIP1 = {ip:?} is not an IP address"));
+    }
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").and_then(|s| {
+        s.connect("10.255.255.255:9")?;
+        s.local_addr()
+    });
+    Ok(probe
+        .map(|a| a.ip())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)))
+}
+
+/// Starts a broker on the current actix system.
+pub async fn start(
+    cfg: Config,
+    opts: BrokerOptions,
+    clock: SharedClock,
+) -> anyhow::Result<BrokerHandle> {
+    let root = cfg.store.store_path_root_dir.clone();
+    std::fs::create_dir_all(&root)
+        .with_context(|| format!("cannot create the store directory {}", root.display()))?;
+    let lock = StoreLock::acquire(&root)?;
+    if actormq_core::store::store_lock::abort_file_exists(&root) {
+        tracing::warn!(store = %root.display(), "the previous run did not stop cleanly (abort file present); recovering");
+    }
+    let params = StoreParams::from_config(&cfg.store).map_err(anyhow::Error::msg)?;
+    let hold_cell: Arc<OnceLock<ActorRef<PullHold>>> = Arc::new(OnceLock::new());
+    let hook_cell = hold_cell.clone();
+    let hook: crate::store::cq_builder::ArrivalHook = Arc::new(move |arrivals| {
+        if let Some(h) = hook_cell.get() {
+            // A dropped hint is covered by PullHold's own scan.
+            h.try_notify(MessagesArrived(arrivals));
+        }
+    });
+    let store = Rc::new(Store::open_with(params, clock.clone(), Some(hook)).await?);
+    create_abort_file(&root)?;
+    tracing::info!(
+        store = %root.display(),
+        commit_log_end = store.report.commit_log_end,
+        records_scanned = store.report.records_scanned,
+        consume_queues = store.report.consume_queues,
+        recovery_ms = store.report.recovery_ms,
+        "store recovered"
+    );
+
+    let b = &cfg.broker;
+    let ip = advertised_ip(&cfg)?;
+    let bind_ip = if cfg.broker.broker_ip1.is_some() {
+        ip
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    };
+    let listener = TcpListener::bind(SocketAddr::new(bind_ip, b.listen_port))
+        .await
+        .with_context(|| format!("cannot listen on {bind_ip}:{} (listenPort)", b.listen_port))?;
+    let port = listener.local_addr()?.port();
+    let store_host = SocketAddr::new(ip, port);
+
+    // Name servers: configured ones, or an embedded one.
+    let mut namesrv = None;
+    let mut namesrv_addrs = b.namesrv_addrs();
+    if namesrv_addrs.is_empty() && !opts.no_embedded_namesrv {
+        let at = opts
+            .namesrv_listen
+            .unwrap_or_else(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 9876));
+        let l = TcpListener::bind(at)
+            .await
+            .with_context(|| format!("cannot listen on {at} (embedded name server)"))?;
+        let h = start_namesrv(l, DEFAULT_SCAN_INTERVAL, DEFAULT_BROKER_EXPIRY).await;
+        let reach = if h.local_addr.ip().is_unspecified() {
+            SocketAddr::new(ip, h.local_addr.port())
+        } else {
+            h.local_addr
+        };
+        namesrv_addrs = vec![reach.to_string()];
+        namesrv = Some(h);
+    }
+
+    let settings = MetaSettings {
+        cluster: b.broker_cluster_name.clone(),
+        broker_name: b.broker_name.clone(),
+        auto_create_topic: b.auto_create_topic_enable,
+        auto_create_group: b.auto_create_subscription_group,
+        default_topic_queue_nums: b.default_topic_queue_nums,
+        cluster_topic_enable: b.cluster_topic_enable,
+        broker_topic_enable: b.broker_topic_enable,
+        offset_flush_interval: Duration::from_millis(b.flush_consumer_offset_interval_ms.max(100)),
+    };
+    let mut meta = Metadata::load(cfg.store.config_dir(), settings, clock.clone())?;
+    let meta_view = meta.view();
+    let topics_view = meta_view.clone();
+    let identity = BrokerIdentity {
+        cluster: b.broker_cluster_name.clone(),
+        broker_name: b.broker_name.clone(),
+        broker_id: b.broker_id,
+        broker_addr: store_host.to_string(),
+        ha_server_addr: SocketAddr::new(ip, cfg.store.ha_listen_port).to_string(),
+    };
+    let registrar = start_on(
+        None,
+        Registrar::new(
+            namesrv_addrs.clone(),
+            identity,
+            Arc::new(move || (*topics_view.topics()).clone()),
+            Duration::from_millis(b.register_name_server_period_ms.clamp(10_000, 60_000)),
+            Duration::from_millis(b.register_broker_timeout_ms.max(1000)),
+        ),
+    );
+    let reg = registrar.clone();
+    meta.on_topic_change(Box::new(move || {
+        reg.try_notify(RegisterNow);
+    }));
+    let meta_arb = actix::Arbiter::new();
+    let meta_ref = start_on(Some(&meta_arb.handle()), meta);
+    std::mem::forget(meta_arb); // lives as long as the process; stopped with the system
+
+    let registry = ClientRegistry::new();
+    let subs = registry.view();
+    let clients = start_on(None, registry);
+    let pull_hold = start_on(None, PullHold::new(store.reader().clone()));
+    let _ = hold_cell.set(pull_hold.clone());
+
+    let sc = &cfg.store;
+    let core = BrokerCore {
+        store: store.clone(),
+        reader: store.reader().clone(),
+        meta: meta_ref.clone(),
+        meta_view,
+        clients,
+        subs,
+        pull_hold,
+        settings: ProcessorSettings {
+            cluster: b.broker_cluster_name.clone(),
+            broker_name: b.broker_name.clone(),
+            auto_create_topic: b.auto_create_topic_enable,
+            long_polling: b.long_polling_enable,
+            short_polling: Duration::from_millis(b.short_polling_time_ms),
+            wait_time_in_send_queue: Duration::from_millis(b.wait_time_ms_in_send_queue),
+            fast_failure: b.broker_fast_failure_enable,
+            reject_transaction: b.reject_transaction_message,
+            max_transfer_count: sc.max_transfer_count_on_message_in_memory as usize,
+            max_transfer_bytes: sc.max_transfer_bytes_on_message_in_memory as usize,
+            max_msgs_num_batch: sc.max_msgs_num_batch as usize,
+            default_query_max_num: sc.default_query_max_num as usize,
+            version_desc: format!("ActorMQ {}", env!("CARGO_PKG_VERSION")),
+        },
+        store_host,
+        boot_ms: clock.now_ms(),
+        stats: Default::default(),
+    };
+    let processor: Rc<dyn crate::remoting::server::Processor> =
+        Rc::new(BrokerProcessor(Rc::new(core)));
+    let accept = actix_rt::spawn(serve(listener, processor));
+    registrar.try_notify(RegisterNow);
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        broker = %store_host,
+        name_servers = %namesrv_addrs.join(";"),
+        embedded_namesrv = namesrv.is_some(),
+        flush = ?cfg.store.flush_disk_type,
+        role = ?cfg.store.broker_role,
+        "broker started"
+    );
+    Ok(BrokerHandle {
+        broker_addr: store_host,
+        namesrv,
+        namesrv_addrs,
+        store,
+        meta: meta_ref,
+        registrar,
+        accept,
+        root,
+        _lock: lock,
+    })
+}
+
+impl BrokerHandle {
+    /// Clean stop: stop accepting, unregister, persist metadata, flush and close the store,
+    /// remove the abort file so the next start takes the normal recovery path.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.accept.abort();
+        if let Some(n) = &self.namesrv {
+            n.stop_accepting();
+        }
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), self.registrar.send(UnregisterAll)).await;
+        self.meta.send(PersistAll).await??;
+        // Connections may still hold the processor (and so the store); shutdown stops the store's
+        // actors regardless, so late requests get SERVICE_NOT_AVAILABLE.
+        self.store.shutdown().await?;
+        remove_abort_file(&self.root)?;
+        tracing::info!(store = %self.root.display(), "broker stopped cleanly");
+        Ok(())
+    }
+}

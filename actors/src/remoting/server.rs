@@ -78,8 +78,19 @@ impl Connection {
             return;
         };
         let oneway = req.is_oneway();
+        tracing::trace!(
+            peer = %self.peer,
+            code = req.code,
+            request = actormq_core::protocol::codes::request_code_name(req.code),
+            opaque = req.opaque,
+            ext = ?req.ext_fields,
+            body = %String::from_utf8_lossy(&req.body[..req.body.len().min(1024)]),
+            resumed,
+            "request"
+        );
         match self.processor.process(req, &info, resumed) {
             Handled::Reply(resp) => {
+                tracing::trace!(peer = %self.peer, code = resp.code, opaque = resp.opaque, remark = ?resp.remark, "reply");
                 if !oneway {
                     self.writer.write(resp);
                 }
@@ -87,7 +98,10 @@ impl Connection {
             Handled::Later(fut) => {
                 ctx.spawn(actix::fut::wrap_future::<_, Metered<Self>>(fut).map(
                     move |resp, act, _| {
-                        if let (Some(resp), false) = (resp, oneway) {
+                        if let Some(r) = &resp {
+                        tracing::trace!(peer = %act.inner.peer, code = r.code, opaque = r.opaque, remark = ?r.remark, "reply");
+                    }
+                    if let (Some(resp), false) = (resp, oneway) {
                             act.inner.writer.write(resp);
                         }
                     },

@@ -145,7 +145,8 @@ pub struct Store {
     index: Option<IndexReader>,
     dispatched: Arc<AtomicU64>,
     flushed: Arc<AtomicU64>,
-    arbiters: Vec<Arbiter>,
+    /// Taken (emptied) by `shutdown`.
+    arbiters: std::cell::RefCell<Vec<Arbiter>>,
     pub report: OpenReport,
 }
 
@@ -346,7 +347,7 @@ impl Store {
             index: index_reader,
             dispatched,
             flushed,
-            arbiters,
+            arbiters: std::cell::RefCell::new(arbiters),
             report,
         })
     }
@@ -454,7 +455,7 @@ impl Store {
     }
 
     /// Clean stop: wait for dispatch to catch up, flush everything, stop every actor.
-    pub async fn shutdown(self) -> std::io::Result<()> {
+    pub async fn shutdown(&self) -> std::io::Result<()> {
         let end = self.max_offset();
         if !self.wait_dispatched(end, Duration::from_secs(30)).await {
             tracing::warn!(
@@ -479,7 +480,7 @@ impl Store {
             i.send(FlushIndex).await.map_err(io)??;
         }
         tracing::info!(flushed, "store flushed");
-        let Store { arbiters, .. } = self;
+        let arbiters = std::mem::take(&mut *self.arbiters.borrow_mut());
         for a in &arbiters {
             a.stop();
         }

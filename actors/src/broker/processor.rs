@@ -1,0 +1,1066 @@
+//! `BrokerProcessor` — what the broker answers on its remoting port (RocketMQ's
+//! SendMessageProcessor, PullMessageProcessor, QueryMessageProcessor, ClientManageProcessor,
+//! ConsumerManageProcessor and the parts of AdminBrokerProcessor clients use).
+//!
+//! Called by each connection actor with one request at a time; answers directly from lock-free
+//! views (store reader, metadata and subscription snapshots) where it can, and otherwise returns a
+//! future that talks to the owning actor (CommitLog writer, Metadata, ClientRegistry, PullHold).
+//! Every refusal carries a remark that says what was wrong and which limit applies.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use actormq_core::format::msg_id::offset_msg_id;
+use actormq_core::format::properties::{self, keys};
+use actormq_core::format::record::{self, body_crc, sys_flag, Check, NewMessage};
+use actormq_core::meta::{self, TopicConfig, PERM_READ, PERM_WRITE};
+use actormq_core::offset::{PhyOffset, QueueOffset};
+use actormq_core::protocol::batch::decode_batch;
+use actormq_core::protocol::body::{
+    parse_java_json, to_json_bytes, ConsumerListBody, HeartbeatData, KvTable, LockBatchRequestBody,
+    LockBatchResponseBody, UnlockBatchRequestBody,
+};
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::header::*;
+use actormq_core::store::reader::{GetLimits, GetStatus, StoreReader, TagFilter};
+use actormq_core::store::status::PutError;
+use actormq_core::store::validate::{check_send_topic, check_topic_name};
+use bytes::{BufMut, BytesMut};
+
+use super::clients::{self, ClientRegistry, SubscriptionView};
+use super::metadata::{self, MetaView, Metadata};
+use super::pull_hold::{PullHold, SuspendPull};
+use crate::metered::ActorRef;
+use crate::remoting::server::{ConnInfo, Handled, Processor};
+use crate::store::Store;
+
+/// Broker settings the request handling needs (from `BrokerConfig`/`StoreConfig`).
+#[derive(Clone, Debug)]
+pub struct ProcessorSettings {
+    pub cluster: String,
+    pub broker_name: String,
+    pub auto_create_topic: bool,
+    pub long_polling: bool,
+    pub short_polling: Duration,
+    pub wait_time_in_send_queue: Duration,
+    pub fast_failure: bool,
+    pub reject_transaction: bool,
+    pub max_transfer_count: usize,
+    pub max_transfer_bytes: usize,
+    pub max_msgs_num_batch: usize,
+    pub default_query_max_num: usize,
+    pub version_desc: String,
+}
+
+pub struct BrokerCore {
+    pub store: Rc<Store>,
+    pub reader: StoreReader,
+    pub meta: ActorRef<Metadata>,
+    pub meta_view: MetaView,
+    pub clients: ActorRef<ClientRegistry>,
+    pub subs: SubscriptionView,
+    pub pull_hold: ActorRef<PullHold>,
+    pub settings: ProcessorSettings,
+    /// `brokerIP1:listenPort`: written into every record and msgId.
+    pub store_host: SocketAddr,
+    pub boot_ms: i64,
+    pub stats: Stats,
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub put_msgs: std::cell::Cell<u64>,
+    pub put_bytes: std::cell::Cell<u64>,
+    pub got_msgs: std::cell::Cell<u64>,
+    pub got_bytes: std::cell::Cell<u64>,
+    seq: std::cell::Cell<u64>,
+}
+
+impl Stats {
+    fn add(c: &std::cell::Cell<u64>, n: u64) {
+        c.set(c.get() + n);
+    }
+    /// A cheap pseudo-random number (queue choice when a client asks for queue -1).
+    fn next(&self) -> u64 {
+        let s = self
+            .seq
+            .get()
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.seq.set(s);
+        s >> 33
+    }
+}
+
+#[derive(Clone)]
+pub struct BrokerProcessor(pub Rc<BrokerCore>);
+
+fn reply(req: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
+    let remark = remark.into();
+    RemotingCommand::response_to(
+        req,
+        code,
+        if remark.is_empty() {
+            None
+        } else {
+            Some(remark)
+        },
+    )
+}
+
+fn ok(req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(req, rc::SUCCESS, None)
+}
+
+fn later(f: impl std::future::Future<Output = RemotingCommand> + 'static) -> Handled {
+    Handled::Later(Box::pin(async move { Some(f.await) }))
+}
+
+macro_rules! header_or_reply {
+    ($ty:ty, $req:expr) => {
+        match <$ty>::from_command(&$req) {
+            Ok(h) => h,
+            Err(e) => {
+                return Handled::Reply(reply(
+                    &$req,
+                    rc::SYSTEM_ERROR,
+                    format!("invalid request header: {e}"),
+                ))
+            }
+        }
+    };
+}
+
+fn put_error_reply(req: &RemotingCommand, e: &PutError) -> RemotingCommand {
+    reply(req, e.status.response_code(), e.remark.clone())
+}
+
+fn status_name(s: GetStatus) -> &'static str {
+    match s {
+        GetStatus::Found => "FOUND",
+        GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+        GetStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+        GetStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+        GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+        GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+        GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+        GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+        GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+    }
+}
+
+impl Processor for BrokerProcessor {
+    fn process(&self, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled {
+        let core = &self.0;
+        match req.code {
+            rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => {
+                core.clone().send(req, conn)
+            }
+            rq::PULL_MESSAGE | rq::LITE_PULL_MESSAGE => core.clone().pull(req, conn, resumed),
+            rq::QUERY_MESSAGE => core.query_message(req),
+            rq::VIEW_MESSAGE_BY_ID => core.view_message(req),
+            rq::HEART_BEAT => core.clone().heartbeat(req, conn),
+            rq::UNREGISTER_CLIENT => core.unregister_client(req),
+            rq::GET_CONSUMER_LIST_BY_GROUP => core.consumer_list(req),
+            rq::QUERY_CONSUMER_OFFSET => core.query_consumer_offset(req),
+            rq::UPDATE_CONSUMER_OFFSET => core.update_consumer_offset(req),
+            rq::GET_MAX_OFFSET => core.offset_query(req, |r, t, q| r.max_offset(t, q).0 as i64),
+            rq::GET_MIN_OFFSET => core.offset_query(req, |r, t, q| r.min_offset(t, q).0 as i64),
+            rq::SEARCH_OFFSET_BY_TIMESTAMP => core.search_offset(req),
+            rq::GET_EARLIEST_MSG_STORETIME => core.earliest_store_time(req),
+            rq::CONSUMER_SEND_MSG_BACK => core.clone().send_back(req),
+            rq::LOCK_BATCH_MQ => core.lock_batch(req),
+            rq::UNLOCK_BATCH_MQ => core.unlock_batch(req),
+            rq::UPDATE_AND_CREATE_TOPIC => core.create_topic(req),
+            rq::GET_BROKER_RUNTIME_INFO => Handled::Reply(core.runtime_info(&req)),
+            code => Handled::Reply(reply(
+                &req,
+                rc::REQUEST_CODE_NOT_SUPPORTED,
+                format!(" request type {code} not supported"),
+            )),
+        }
+    }
+
+    fn connection_closed(&self, conn: &ConnInfo) {
+        let clients = self.0.clients.clone();
+        let id = conn.id;
+        actix_rt::spawn(async move {
+            let _ = clients.send(clients::ConnectionClosed(id)).await;
+        });
+    }
+}
+
+impl BrokerCore {
+    // ------------------------------------------------------------------------------------ SEND
+
+    /// Finds the topic for a send, creating it the way RocketMQ does: retry topics always,
+    /// others from the client's default topic (`TBW102`) when `autoCreateTopicEnable` is on.
+    async fn topic_for_send(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        default_queues: i32,
+    ) -> Result<TopicConfig, (i32, String)> {
+        if let Some(t) = self.meta_view.topic(topic) {
+            return Ok(t);
+        }
+        let io = |e: std::io::Error| {
+            (
+                rc::SYSTEM_ERROR,
+                format!("cannot create topic {topic}: {e}"),
+            )
+        };
+        if topic.starts_with(meta::RETRY_GROUP_TOPIC_PREFIX)
+            || topic.starts_with(meta::DLQ_GROUP_TOPIC_PREFIX)
+        {
+            let m = metadata::EnsureTopic {
+                topic: topic.to_string(),
+                queues: 1,
+                perm: PERM_READ | PERM_WRITE,
+            };
+            return self
+                .meta
+                .send(m)
+                .await
+                .map_err(|e| (rc::SYSTEM_ERROR, e.to_string()))?
+                .map_err(io);
+        }
+        let default = self
+            .meta_view
+            .topic(default_topic)
+            .filter(|d| self.settings.auto_create_topic && d.inheritable());
+        let Some(default) = default else {
+            return Err((
+                rc::TOPIC_NOT_EXIST,
+                format!(
+                    "topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is {})",
+                    self.settings.auto_create_topic
+                ),
+            ));
+        };
+        let queues = (default_queues.max(1) as u32).min(default.write_queue_nums.max(1));
+        let m = metadata::EnsureTopic {
+            topic: topic.to_string(),
+            queues,
+            perm: PERM_READ | PERM_WRITE,
+        };
+        self.meta
+            .send(m)
+            .await
+            .map_err(|e| (rc::SYSTEM_ERROR, e.to_string()))?
+            .map_err(io)
+    }
+
+    /// `[TIMEOUT_CLEAN_QUEUE]` flow control: refuse while the writer's head-of-line wait is over
+    /// `waitTimeMillsInSendQueue`, instead of queueing without bound.
+    fn writer_busy(&self) -> Option<String> {
+        if !self.settings.fast_failure {
+            return None;
+        }
+        let probe = self.store.writer().probe();
+        let depth = probe.depth.get();
+        let wait_us = probe.last_wait_us.load(Ordering::Relaxed);
+        let limit = self.settings.wait_time_in_send_queue;
+        (depth > 0 && Duration::from_micros(wait_us) > limit).then(|| {
+            format!(
+                "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: {}ms, size of queue: {depth}, waitTimeMillsInSendQueue: {}ms",
+                wait_us / 1000,
+                limit.as_millis()
+            )
+        })
+    }
+
+    fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
+        let h = header_or_reply!(SendMessageRequestHeader, req);
+        if let Some(remark) = self.writer_busy() {
+            return Handled::Reply(reply(&req, rc::SYSTEM_BUSY, remark));
+        }
+        if let Err(e) = check_send_topic(&h.topic) {
+            return Handled::Reply(put_error_reply(&req, &e));
+        }
+        if properties::find(&h.properties, keys::TRAN_MSG) == Some("true") {
+            let why = if self.settings.reject_transaction {
+                "the broker rejects transactional messages (rejectTransactionMessage=true)"
+            } else {
+                "transactional (half) messages are not supported by this broker yet"
+            };
+            return Handled::Reply(reply(&req, rc::NO_PERMISSION, why));
+        }
+        let born_host = conn.peer;
+        later(async move {
+            let topic = match self
+                .topic_for_send(&h.topic, &h.default_topic, h.default_topic_queue_nums)
+                .await
+            {
+                Ok(t) => t,
+                Err((code, remark)) => return reply(&req, code, remark),
+            };
+            if !topic.writable() {
+                return reply(
+                    &req,
+                    rc::NO_PERMISSION,
+                    format!(
+                        "the topic[{}] sending is forbidden (perm {})",
+                        h.topic, topic.perm
+                    ),
+                );
+            }
+            let queues = topic.write_queue_nums.max(topic.read_queue_nums) as i32;
+            let queue_id = if h.queue_id < 0 {
+                (self.stats.next() % topic.write_queue_nums.max(1) as u64) as i32
+            } else {
+                h.queue_id
+            };
+            if queue_id >= queues {
+                return reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("queueId[{queue_id}] is illegal, topic:[{}] topicConfig.writeQueueNums:[{}] consumer:[{born_host}]", h.topic, topic.write_queue_nums),
+                );
+            }
+            let mut props = h.properties.clone();
+            if properties::find(&props, keys::CLUSTER).is_none() {
+                props = properties::set(&props, keys::CLUSTER, &self.settings.cluster);
+            }
+            let mut sys = h.sys_flag;
+            if topic.topic_filter_type == "MULTI_TAG" {
+                sys |= sys_flag::MULTI_TAGS_FLAG;
+            }
+            let make = |body: bytes::Bytes, flag: i32, props: String| NewMessage {
+                topic: h.topic.clone(),
+                queue_id,
+                flag,
+                sys_flag: sys,
+                born_timestamp: h.born_timestamp,
+                born_host,
+                store_host: self.store_host,
+                reconsume_times: h.reconsume_times,
+                prepared_tx_offset: 0,
+                body_crc: body_crc(&body),
+                body,
+                properties: props,
+            };
+            if req.code == rq::SEND_BATCH_MESSAGE || h.batch {
+                let items = match decode_batch(&req.body) {
+                    Ok(items) if !items.is_empty() => items,
+                    Ok(_) => return reply(&req, rc::MESSAGE_ILLEGAL, "the batch is empty"),
+                    Err(e) => {
+                        return reply(
+                            &req,
+                            rc::MESSAGE_ILLEGAL,
+                            format!("malformed batch body: {e}"),
+                        )
+                    }
+                };
+                let msgs: Vec<NewMessage> = items
+                    .into_iter()
+                    .map(|it| {
+                        // Element properties, then the batch-level ones (CLUSTER, WAIT...).
+                        let mut p = it.properties;
+                        for (k, v) in properties::parse(&props) {
+                            if properties::find(&p, &k).is_none() {
+                                p = properties::set(&p, &k, &v);
+                            }
+                        }
+                        make(it.body, it.flag, p)
+                    })
+                    .collect();
+                let n = msgs.len() as u64;
+                let bytes: u64 = msgs.iter().map(|m| m.body.len() as u64).sum();
+                match self.store.put_producer_batch(msgs).await {
+                    Ok((ok, offsets)) => {
+                        Stats::add(&self.stats.put_msgs, n);
+                        Stats::add(&self.stats.put_bytes, bytes);
+                        let ids: Vec<String> = offsets
+                            .iter()
+                            .map(|o| offset_msg_id(self.store_host, o.0 as i64))
+                            .collect();
+                        let hdr = SendMessageResponseHeader::new(
+                            ids.join(","),
+                            queue_id,
+                            ok.queue_offset.0 as i64,
+                        );
+                        ok_send(&req, hdr)
+                    }
+                    Err(e) => put_error_reply(&req, &e),
+                }
+            } else {
+                let uniq = properties::find(&props, keys::UNIQ_KEY).map(str::to_string);
+                let msg = make(req.body.clone(), h.flag, props);
+                let bytes = msg.body.len() as u64;
+                match self.store.put(msg).await {
+                    Ok(ok) => {
+                        Stats::add(&self.stats.put_msgs, 1);
+                        Stats::add(&self.stats.put_bytes, bytes);
+                        let mut hdr = SendMessageResponseHeader::new(
+                            offset_msg_id(self.store_host, ok.phy_offset.0 as i64),
+                            queue_id,
+                            ok.queue_offset.0 as i64,
+                        );
+                        hdr.transaction_id = uniq;
+                        ok_send(&req, hdr)
+                    }
+                    Err(e) => put_error_reply(&req, &e),
+                }
+            }
+        })
+    }
+
+    // ------------------------------------------------------------------------------------ PULL
+
+    fn pull(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled {
+        let h = header_or_reply!(PullMessageRequestHeader, req);
+        if self.meta_view.group(&h.consumer_group).is_none() {
+            // First pull of an unknown group: create it (autoCreateSubscriptionGroup), then pull.
+            let conn = conn.clone();
+            return Handled::Later(Box::pin(async move {
+                match self.meta.send(metadata::EnsureGroup(h.consumer_group.clone())).await {
+                    Ok(Ok(Some(_))) => {}
+                    _ => {
+                        return Some(reply(
+                            &req,
+                            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+                            format!("subscription group [{}] does not exist (autoCreateSubscriptionGroup is off)", h.consumer_group),
+                        ))
+                    }
+                }
+                match self.pull_now(req, h, &conn, resumed) {
+                    Handled::Reply(r) => Some(r),
+                    Handled::Later(f) => f.await,
+                    Handled::NoReply => None,
+                }
+            }));
+        }
+        self.pull_now(req, h, conn, resumed)
+    }
+
+    fn pull_now(
+        &self,
+        req: RemotingCommand,
+        h: PullMessageRequestHeader,
+        conn: &ConnInfo,
+        resumed: bool,
+    ) -> Handled {
+        let Some(topic) = self.meta_view.topic(&h.topic) else {
+            return Handled::Reply(reply(
+                &req,
+                rc::TOPIC_NOT_EXIST,
+                format!("topic[{}] not exist, apply first please!", h.topic),
+            ));
+        };
+        if !topic.readable() {
+            return Handled::Reply(reply(
+                &req,
+                rc::NO_PERMISSION,
+                format!("the topic[{}] pulling is forbidden", h.topic),
+            ));
+        }
+        if h.queue_id < 0 || h.queue_id as u32 >= topic.read_queue_nums {
+            return Handled::Reply(reply(
+                &req,
+                rc::SYSTEM_ERROR,
+                format!("queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]", h.queue_id, h.topic, topic.read_queue_nums, conn.peer),
+            ));
+        }
+        let filter = if h.has_subscription() {
+            TagFilter::from_expression(h.subscription.as_deref().unwrap_or("*"))
+        } else {
+            // The hashes are computed here from the tag strings, not taken from the client's
+            // `codeSet`: some clients (rocketmq-client-rust 1.0.0) send hashes that are not Java's
+            // String.hashCode, which the ConsumeQueue stores, and every message would be filtered.
+            match self.subs.get(&h.consumer_group, &h.topic) {
+                Some(s) if s.sub_string.trim() == "*" || s.sub_string.trim().is_empty() => {
+                    TagFilter::all()
+                }
+                Some(s) if !s.tags_set.is_empty() => {
+                    TagFilter::from_expression(&s.tags_set.join("||"))
+                }
+                Some(s) => TagFilter::from_expression(&s.sub_string),
+                None => TagFilter::all(),
+            }
+        };
+        if h.has_commit_offset() && !resumed && h.commit_offset >= 0 {
+            let m = metadata::CommitOffset {
+                group: h.consumer_group.clone(),
+                topic: h.topic.clone(),
+                queue_id: h.queue_id,
+                offset: h.commit_offset,
+            };
+            let meta = self.meta.clone();
+            actix_rt::spawn(async move {
+                let _ = meta.send(m).await;
+            });
+        }
+        let limits = GetLimits {
+            max_msgs: (h.max_msg_nums.max(1) as usize).min(self.settings.max_transfer_count.max(1)),
+            max_bytes: h
+                .max_msg_bytes
+                .map_or(self.settings.max_transfer_bytes, |b| {
+                    (b.max(1) as usize).min(self.settings.max_transfer_bytes)
+                }),
+        };
+        let offset = h.queue_offset.max(0) as u64;
+        let r =
+            self.reader
+                .get_messages(&h.topic, h.queue_id, QueueOffset(offset), limits, &filter);
+        let code = match r.status {
+            GetStatus::Found => rc::SUCCESS,
+            GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => {
+                if h.queue_offset != 0 {
+                    rc::PULL_OFFSET_MOVED
+                } else {
+                    rc::PULL_NOT_FOUND
+                }
+            }
+            GetStatus::OffsetOverflowOne | GetStatus::OffsetFoundNull => rc::PULL_NOT_FOUND,
+            GetStatus::OffsetTooSmall | GetStatus::OffsetOverflowBadly => rc::PULL_OFFSET_MOVED,
+            GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => {
+                rc::PULL_RETRY_IMMEDIATELY
+            }
+        };
+        if code == rc::PULL_NOT_FOUND && h.has_suspend() && !resumed {
+            let wait = if self.settings.long_polling {
+                Duration::from_millis(h.suspend_timeout_millis.clamp(0, 30_000) as u64)
+            } else {
+                self.settings.short_polling
+            };
+            let m = SuspendPull {
+                topic: h.topic.clone(),
+                queue_id: h.queue_id,
+                offset,
+                deadline: Instant::now() + wait,
+                request: req,
+                conn: conn.conn.clone(),
+            };
+            let hold = self.pull_hold.clone();
+            actix_rt::spawn(async move {
+                let _ = hold.send(m).await;
+            });
+            return Handled::NoReply;
+        }
+        let hdr = PullMessageResponseHeader {
+            suggest_which_broker_id: 0,
+            next_begin_offset: r.next_begin_offset.0 as i64,
+            min_offset: r.min_offset.0 as i64,
+            max_offset: r.max_offset.0 as i64,
+            ..Default::default()
+        };
+        let mut resp =
+            reply(&req, code, status_name(r.status)).with_ext_fields(hdr.to_ext_fields());
+        if code == rc::SUCCESS {
+            let mut body = BytesMut::with_capacity(r.total_bytes);
+            for m in &r.messages {
+                body.put_slice(m.as_bytes());
+            }
+            Stats::add(&self.stats.got_msgs, r.messages.len() as u64);
+            Stats::add(&self.stats.got_bytes, r.total_bytes as u64);
+            resp = resp.with_body(body.freeze());
+        }
+        Handled::Reply(resp)
+    }
+
+    // ------------------------------------------------------------------------- query and view
+
+    fn query_message(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(QueryMessageRequestHeader, req);
+        let Some(index) = self.store.index() else {
+            return Handled::Reply(reply(
+                &req,
+                rc::SYSTEM_ERROR,
+                "the message index is disabled (messageIndexEnable=false)",
+            ));
+        };
+        let max = if h.unique_key_query {
+            self.settings.default_query_max_num
+        } else {
+            (h.max_num.max(1) as usize).min(self.settings.max_msgs_num_batch)
+        };
+        let q = index.query(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp);
+        let hdr = QueryMessageResponseHeader {
+            index_last_update_timestamp: q.last_update_timestamp,
+            index_last_update_phyoffset: q.last_update_phy_offset,
+        };
+        let mut body = BytesMut::new();
+        for phy in q.phy_offsets {
+            if let Some(rec) = self.reader.record_at(PhyOffset(phy as u64)) {
+                body.put_slice(rec.as_bytes());
+            }
+        }
+        if body.is_empty() {
+            return Handled::Reply(
+                reply(
+                    &req,
+                    rc::QUERY_NOT_FOUND,
+                    "can not find message, maybe time range not correct",
+                )
+                .with_ext_fields(hdr.to_ext_fields()),
+            );
+        }
+        Handled::Reply(
+            ok(&req)
+                .with_ext_fields(hdr.to_ext_fields())
+                .with_body(body.freeze()),
+        )
+    }
+
+    fn view_message(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(ViewMessageByIdRequestHeader, req);
+        match self.reader.record_at(PhyOffset(h.offset.max(0) as u64)) {
+            Some(rec) => {
+                Handled::Reply(ok(&req).with_body(bytes::Bytes::copy_from_slice(rec.as_bytes())))
+            }
+            None => Handled::Reply(reply(
+                &req,
+                rc::SYSTEM_ERROR,
+                format!("can not find message by the offset, {}", h.offset),
+            )),
+        }
+    }
+
+    // -------------------------------------------------------------------- clients and offsets
+
+    fn heartbeat(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
+        let data: HeartbeatData = match parse_java_json(&req.body) {
+            Ok(d) => d,
+            Err(e) => {
+                return Handled::Reply(reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("invalid heartbeat body: {e}"),
+                ))
+            }
+        };
+        let conn = conn.clone();
+        later(async move {
+            for c in &data.consumer_data_set {
+                let group = match self
+                    .meta
+                    .send(metadata::EnsureGroup(c.group_name.clone()))
+                    .await
+                {
+                    Ok(Ok(Some(g))) => g,
+                    _ => continue,
+                };
+                let retry = meta::retry_topic(&c.group_name);
+                let m = metadata::EnsureTopic {
+                    topic: retry,
+                    queues: group.retry_queue_nums.max(1),
+                    perm: PERM_READ | PERM_WRITE,
+                };
+                let _ = self.meta.send(m).await;
+            }
+            let hb = clients::Heartbeat {
+                data,
+                conn_id: conn.id,
+                conn: conn.conn.clone(),
+                addr: conn.peer.to_string(),
+            };
+            let changed = self.clients.send(hb).await.unwrap_or(false);
+            ok(&req).with_ext("IS_SUB_CHANGE", changed.to_string())
+        })
+    }
+
+    fn unregister_client(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(UnregisterClientRequestHeader, req);
+        let clients = self.clients.clone();
+        later(async move {
+            let m = clients::UnregisterClient {
+                client_id: h.client_id,
+                producer_group: h.producer_group,
+                consumer_group: h.consumer_group,
+            };
+            let _ = clients.send(m).await;
+            ok(&req)
+        })
+    }
+
+    fn consumer_list(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetConsumerListByGroupRequestHeader, req);
+        let clients = self.clients.clone();
+        later(async move {
+            let ids = clients
+                .send(clients::GetConsumerList(h.consumer_group.clone()))
+                .await
+                .unwrap_or_default();
+            if ids.is_empty() {
+                return reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("no consumer for this group, {}", h.consumer_group),
+                );
+            }
+            match to_json_bytes(&ConsumerListBody {
+                consumer_id_list: ids,
+            }) {
+                Ok(b) => ok(&req).with_body(b),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    fn query_consumer_offset(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(QueryConsumerOffsetRequestHeader, req);
+        let meta = self.meta.clone();
+        let reader = self.reader.clone();
+        later(async move {
+            let m = metadata::QueryOffset {
+                group: h.consumer_group.clone(),
+                topic: h.topic.clone(),
+                queue_id: h.queue_id,
+            };
+            match meta.send(m).await.ok().flatten() {
+                Some(off) => ok(&req).with_ext_fields(
+                    QueryConsumerOffsetResponseHeader { offset: off }.to_ext_fields(),
+                ),
+                None => {
+                    // RocketMQ 5: a queue whose first message is still at offset 0 (nothing
+                    // deleted yet) answers 0; otherwise the client decides (consumeFromWhere).
+                    let (min, max) = (
+                        reader.min_offset(&h.topic, h.queue_id).0,
+                        reader.max_offset(&h.topic, h.queue_id).0,
+                    );
+                    if (min == 0 && max > 0) || h.set_zero_if_not_found == Some(true) {
+                        ok(&req).with_ext_fields(
+                            QueryConsumerOffsetResponseHeader { offset: 0 }.to_ext_fields(),
+                        )
+                    } else {
+                        reply(
+                            &req,
+                            rc::QUERY_NOT_FOUND,
+                            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+                        )
+                    }
+                }
+            }
+        })
+    }
+
+    fn update_consumer_offset(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(UpdateConsumerOffsetRequestHeader, req);
+        let meta = self.meta.clone();
+        later(async move {
+            let m = metadata::CommitOffset {
+                group: h.consumer_group,
+                topic: h.topic,
+                queue_id: h.queue_id,
+                offset: h.commit_offset,
+            };
+            let _ = meta.send(m).await;
+            ok(&req)
+        })
+    }
+
+    fn offset_query(
+        &self,
+        req: RemotingCommand,
+        f: impl Fn(&StoreReader, &str, i32) -> i64,
+    ) -> Handled {
+        let h = header_or_reply!(GetMinOffsetRequestHeader, req);
+        let off = f(&self.reader, &h.topic, h.queue_id);
+        Handled::Reply(ok(&req).with_ext("offset", off.to_string()))
+    }
+
+    fn search_offset(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(SearchOffsetRequestHeader, req);
+        let off = self
+            .reader
+            .offset_by_time(&h.topic, h.queue_id, h.timestamp);
+        Handled::Reply(
+            ok(&req).with_ext_fields(
+                SearchOffsetResponseHeader {
+                    offset: off.0 as i64,
+                }
+                .to_ext_fields(),
+            ),
+        )
+    }
+
+    fn earliest_store_time(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetEarliestMsgStoretimeRequestHeader, req);
+        let ts = self
+            .reader
+            .earliest_store_time(&h.topic, h.queue_id)
+            .unwrap_or(-1);
+        Handled::Reply(ok(&req).with_ext_fields(
+            GetEarliestMsgStoretimeResponseHeader { timestamp: ts }.to_ext_fields(),
+        ))
+    }
+
+    /// CONSUMER_SEND_MSG_BACK (spec §11.9): retry through `%RETRY%<group>` with the delay of
+    /// the reconsume count, or `%DLQ%<group>` once the retries are used up.
+    fn send_back(self: Rc<Self>, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(ConsumerSendMsgBackRequestHeader, req);
+        later(async move {
+            let group = match self.meta.send(metadata::EnsureGroup(h.group.clone())).await {
+                Ok(Ok(Some(g))) => g,
+                _ => {
+                    return reply(
+                        &req,
+                        rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+                        format!("subscription group not exist, {}", h.group),
+                    )
+                }
+            };
+            if group.retry_queue_nums == 0 {
+                return ok(&req);
+            }
+            let Some(slice) = self.reader.record_at(PhyOffset(h.offset.max(0) as u64)) else {
+                return reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("look message by offset failed, {}", h.offset),
+                );
+            };
+            let Ok(Check::Record(orig)) = record::check(slice.as_bytes(), false) else {
+                return reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("the message at offset {} cannot be decoded", h.offset),
+                );
+            };
+            let max_times = h.max_reconsume_times.unwrap_or(group.retry_max_times);
+            let to_dlq = orig.reconsume_times >= max_times || h.delay_level < 0;
+            let (topic, queues, delay) = if to_dlq {
+                (meta::dlq_topic(&h.group), 1, 0)
+            } else {
+                let d = if h.delay_level == 0 {
+                    3 + orig.reconsume_times
+                } else {
+                    h.delay_level
+                };
+                (
+                    meta::retry_topic(&h.group),
+                    group.retry_queue_nums.max(1),
+                    d,
+                )
+            };
+            let ensure = metadata::EnsureTopic {
+                topic: topic.clone(),
+                queues,
+                perm: PERM_READ | PERM_WRITE,
+            };
+            if let Err(e) = self
+                .meta
+                .send(ensure)
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+            {
+                return reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("cannot create {topic}: {e}"),
+                );
+            }
+            let mut props = orig.properties.to_string();
+            if properties::find(&props, keys::RETRY_TOPIC).is_none() {
+                props = properties::set(&props, keys::RETRY_TOPIC, orig.topic);
+            }
+            if properties::find(&props, keys::ORIGIN_MESSAGE_ID).is_none() {
+                let origin = h
+                    .origin_msg_id
+                    .clone()
+                    .unwrap_or_else(|| orig.offset_msg_id());
+                props = properties::set(&props, keys::ORIGIN_MESSAGE_ID, &origin);
+            }
+            props = properties::set(&props, keys::WAIT, "false");
+            props = if delay > 0 {
+                properties::set(&props, keys::DELAY, &delay.to_string())
+            } else {
+                properties::remove(&props, keys::DELAY)
+            };
+            let body = bytes::Bytes::copy_from_slice(orig.body);
+            let msg = NewMessage {
+                topic: topic.clone(),
+                queue_id: (self.stats.next() % queues as u64) as i32,
+                flag: orig.flag,
+                sys_flag: orig.sys_flag,
+                born_timestamp: orig.born_timestamp,
+                born_host: orig.born_host,
+                store_host: self.store_host,
+                reconsume_times: orig.reconsume_times + 1,
+                prepared_tx_offset: 0,
+                body_crc: body_crc(&body),
+                body,
+                properties: props,
+            };
+            match self.store.put(msg).await {
+                Ok(_) => ok(&req),
+                Err(e) => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("{:?}: {}", e.status, e.remark),
+                ),
+            }
+        })
+    }
+
+    fn lock_batch(&self, req: RemotingCommand) -> Handled {
+        let body: LockBatchRequestBody = match parse_java_json(&req.body) {
+            Ok(b) => b,
+            Err(e) => {
+                return Handled::Reply(reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("invalid lock body: {e}"),
+                ))
+            }
+        };
+        let clients = self.clients.clone();
+        later(async move {
+            let m = clients::LockBatch {
+                group: body.consumer_group,
+                client_id: body.client_id,
+                mqs: body.mq_set,
+            };
+            let locked = clients.send(m).await.unwrap_or_default();
+            match to_json_bytes(&LockBatchResponseBody {
+                lock_ok_mq_set: locked,
+            }) {
+                Ok(b) => ok(&req).with_body(b),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    fn unlock_batch(&self, req: RemotingCommand) -> Handled {
+        let body: UnlockBatchRequestBody = match parse_java_json(&req.body) {
+            Ok(b) => b,
+            Err(e) => {
+                return Handled::Reply(reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("invalid unlock body: {e}"),
+                ))
+            }
+        };
+        let clients = self.clients.clone();
+        later(async move {
+            let m = clients::UnlockBatch {
+                group: body.consumer_group,
+                client_id: body.client_id,
+                mqs: body.mq_set,
+            };
+            let _ = clients.send(m).await;
+            ok(&req)
+        })
+    }
+
+    fn create_topic(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(CreateTopicRequestHeader, req);
+        if let Err(e) = check_topic_name(&h.topic) {
+            return Handled::Reply(reply(&req, rc::INVALID_PARAMETER, e.remark));
+        }
+        if h.read_queue_nums <= 0
+            || h.write_queue_nums <= 0
+            || h.read_queue_nums > 1024
+            || h.write_queue_nums > 1024
+        {
+            return Handled::Reply(reply(
+                &req,
+                rc::INVALID_PARAMETER,
+                "readQueueNums and writeQueueNums must be within 1..=1024",
+            ));
+        }
+        let t = TopicConfig {
+            topic_name: h.topic.clone(),
+            read_queue_nums: h.read_queue_nums as u32,
+            write_queue_nums: h.write_queue_nums as u32,
+            perm: h.perm.clamp(0, 15) as u32,
+            topic_filter_type: if h.topic_filter_type.is_empty() {
+                "SINGLE_TAG".into()
+            } else {
+                h.topic_filter_type.clone()
+            },
+            topic_sys_flag: h.topic_sys_flag.unwrap_or(0).max(0) as u32,
+            order: h.order,
+        };
+        let meta = self.meta.clone();
+        later(async move {
+            match meta.send(metadata::CreateTopic(t)).await {
+                Ok(Ok(())) => ok(&req),
+                Ok(Err(e)) => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("cannot write topics.json: {e}"),
+                ),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    /// GET_BROKER_RUNTIME_INFO: the keys mqadmin `brokerStatus`/`clusterList` and the Dashboard
+    /// read; the thread-pool-queue keys come from actor mailboxes.
+    fn runtime_info(&self, req: &RemotingCommand) -> RemotingCommand {
+        let mut t = std::collections::BTreeMap::new();
+        let writer = self.store.writer().probe();
+        t.insert(
+            "brokerVersionDesc".to_string(),
+            self.settings.version_desc.clone(),
+        );
+        t.insert("brokerVersion".to_string(), "401".to_string());
+        t.insert("bootTimestamp".to_string(), self.boot_ms.to_string());
+        t.insert(
+            "msgPutTotalTodayNow".to_string(),
+            self.stats.put_msgs.get().to_string(),
+        );
+        t.insert(
+            "msgGetTotalTodayNow".to_string(),
+            self.stats.got_msgs.get().to_string(),
+        );
+        t.insert("msgPutTotalYesterdayMorning".to_string(), "0".to_string());
+        t.insert("msgGetTotalYesterdayMorning".to_string(), "0".to_string());
+        t.insert("msgPutTotalTodayMorning".to_string(), "0".to_string());
+        t.insert("msgGetTotalTodayMorning".to_string(), "0".to_string());
+        let max = self.store.max_offset().0;
+        t.insert("commitLogMaxOffset".to_string(), max.to_string());
+        t.insert(
+            "commitLogMinOffset".to_string(),
+            self.reader.commit_log().min_offset().to_string(),
+        );
+        t.insert(
+            "dispatchBehindBytes".to_string(),
+            max.saturating_sub(self.store.dispatched_offset().0)
+                .to_string(),
+        );
+        t.insert(
+            "remainHowManyDataToFlush".to_string(),
+            max.saturating_sub(self.store.flushed_offset().0)
+                .to_string(),
+        );
+        t.insert("pageCacheLockTimeMills".to_string(), "0".to_string());
+        t.insert(
+            "sendThreadPoolQueueSize".to_string(),
+            writer.depth.get().to_string(),
+        );
+        t.insert(
+            "sendThreadPoolQueueCapacity".to_string(),
+            "4096".to_string(),
+        );
+        t.insert(
+            "sendThreadPoolQueueHeadWaitTimeMills".to_string(),
+            (writer.last_wait_us.load(Ordering::Relaxed) / 1000).to_string(),
+        );
+        t.insert(
+            "pullThreadPoolQueueSize".to_string(),
+            self.pull_hold.probe().depth.get().to_string(),
+        );
+        t.insert(
+            "pullThreadPoolQueueCapacity".to_string(),
+            "1024".to_string(),
+        );
+        t.insert(
+            "pullThreadPoolQueueHeadWaitTimeMills".to_string(),
+            (self.pull_hold.probe().last_wait_us.load(Ordering::Relaxed) / 1000).to_string(),
+        );
+        let body = to_json_bytes(&KvTable { table: t }).unwrap_or_default();
+        ok(req).with_body(body)
+    }
+}
+
+fn ok_send(req: &RemotingCommand, hdr: SendMessageResponseHeader) -> RemotingCommand {
+    ok(req).with_ext_fields(hdr.to_ext_fields())
+}
