@@ -664,3 +664,128 @@ async fn the_store_directory_has_rocketmqs_layout_byte_for_byte() {
         "indexCount starts at 1 and counts 2 entries"
     );
 }
+
+#[actix::test]
+async fn sync_flush_acknowledges_only_flushed_messages_and_dispatches_only_flushed_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
+    for i in 0..50 {
+        let ok = store
+            .put(msg("SyncT", i % 2, b"durable", &[]))
+            .await
+            .unwrap();
+        assert_eq!(ok.status, PutStatus::PutOk);
+        assert!(
+            store.flushed_offset() >= ok.end_offset(),
+            "acknowledged after the flush reached it"
+        );
+    }
+    // WAIT=false is answered at once and flushed within the group committer's 10 ms tick.
+    let ok = store
+        .put(msg("SyncT", 0, b"no-wait", &[(keys::WAIT, "false")]))
+        .await
+        .unwrap();
+    settle(&store).await;
+    assert!(store.flushed_offset() >= ok.end_offset());
+    assert!(store.dispatched_offset() <= store.flushed_offset());
+    assert_eq!(store.reader().max_offset("SyncT", 0), QueueOffset(26));
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn a_deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    // 10 units per ConsumeQueue file, so the queue spans several files.
+    let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
+    let mut before = Vec::new();
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        for i in 0..35u32 {
+            store
+                .put(msg("Rebuild", 0, format!("m{i}").as_bytes(), &[]))
+                .await
+                .unwrap();
+        }
+        settle(&store).await;
+        before.extend(all(&store, "Rebuild", 0));
+        store.shutdown().await.unwrap();
+    }
+    let qdir = dir.path().join("consumequeue/Rebuild/0");
+    let mut files: Vec<_> = std::fs::read_dir(&qdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 4);
+    std::fs::remove_file(files.last().unwrap()).unwrap();
+
+    let store = open(dir.path(), &clock, tweak).await;
+    settle(&store).await;
+    assert_eq!(
+        all(&store, "Rebuild", 0),
+        before,
+        "same messages at the same offsets"
+    );
+    let next = store.put(msg("Rebuild", 0, b"after", &[])).await.unwrap();
+    assert_eq!(
+        next.queue_offset,
+        QueueOffset(35),
+        "no offset handed out twice"
+    );
+    store.shutdown().await.unwrap();
+}
+
+#[actix::test]
+async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    {
+        let store = open(dir.path(), &clock, |_| {}).await;
+        for i in 0..20u32 {
+            clock.advance_ms(10);
+            store
+                .put(msg(
+                    "Abn",
+                    0,
+                    format!("m{i}").as_bytes(),
+                    &[(keys::KEYS, &format!("k{i}"))],
+                ))
+                .await
+                .unwrap();
+        }
+        store.shutdown().await.unwrap();
+    }
+    // The checkpoint (RocketMQ layout) says what was flushed and dispatched.
+    let cp = std::fs::read(dir.path().join("checkpoint")).unwrap();
+    assert_eq!(cp.len(), 4096);
+    let physic = i64::from_be_bytes(cp[0..8].try_into().unwrap());
+    let logics = i64::from_be_bytes(cp[8..16].try_into().unwrap());
+    assert_eq!(physic, T0 + 200, "store time of the last flushed record");
+    assert_eq!(logics, T0 + 200, "store time of the last dispatched unit");
+    // Lose the ConsumeQueue and the index, then start as after a crash.
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+    let p = {
+        let mut p = StoreParams::for_tests(dir.path());
+        p.root = dir.path().to_path_buf();
+        p
+    };
+    let store = Store::open_with(p, Arc::new(clock.clone()), None, true)
+        .await
+        .unwrap();
+    settle(&store).await;
+    let got = all(&store, "Abn", 0);
+    assert_eq!(got.len(), 20);
+    assert_eq!(got[19], (QueueOffset(19), b"m19".to_vec()));
+    assert_eq!(
+        store
+            .index()
+            .unwrap()
+            .query("Abn", "k7", 32, 0, i64::MAX)
+            .phy_offsets
+            .len(),
+        1
+    );
+    store.shutdown().await.unwrap();
+}

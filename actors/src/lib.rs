@@ -7,6 +7,7 @@
 //! * [`bench`] — `actormq bench store`.
 
 pub mod bench;
+pub mod bench_wire;
 pub mod broker;
 pub mod fsutil;
 pub mod metered;

@@ -1,9 +1,12 @@
-//! The `actormq` binary: `broker`, `bench store`.
+//! The `actormq` binary: `broker`, `namesrv`, `bench store`, `bench produce`, `bench consume`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use actormq::bench::{print_store_report, run_store_bench, StoreBenchArgs};
+use actormq::bench_wire::{
+    print_consume_report, print_produce_report, run_consume, run_produce, ConsumeArgs, ProduceArgs,
+};
 use actormq::broker::BrokerOptions;
 use actormq_core::clock::SystemClock;
 use actormq_core::config::load;
@@ -31,6 +34,15 @@ enum Command {
         /// NAMESRV_ADDR) the broker runs an embedded name server on port 9876.
         #[arg(short = 'n', long = "namesrvAddr")]
         namesrv: Option<String>,
+        /// Where the embedded name server listens (default 0.0.0.0:9876).
+        #[arg(long = "namesrv-listen")]
+        namesrv_listen: Option<std::net::SocketAddr>,
+    },
+    /// Run a standalone name server until SIGINT/SIGTERM.
+    Namesrv {
+        /// Address to listen on.
+        #[arg(long, default_value = "0.0.0.0:9876")]
+        listen: std::net::SocketAddr,
     },
     /// Benchmarks.
     Bench {
@@ -43,6 +55,12 @@ enum Command {
 enum BenchCommand {
     /// In-process store benchmark (no network).
     Store(StoreBenchArgs),
+    /// Send messages to a broker over TCP (RocketMQ remoting protocol), found through a name
+    /// server; reports msgs/s, MB/s, latency percentiles and errors by response code.
+    Produce(ProduceArgs),
+    /// Pull every queue of a topic over TCP from offset 0 (or the end); reports msgs/s, MB/s and
+    /// pull latency.
+    Consume(ConsumeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -60,11 +78,65 @@ fn main() -> anyhow::Result<()> {
             print_store_report(&args, &report);
             Ok(())
         }
-        Command::Broker { config, namesrv } => run_broker(config, namesrv),
+        Command::Bench {
+            what: BenchCommand::Produce(args),
+        } => {
+            let report = client_runtime()?.block_on(run_produce(&args))?;
+            print_produce_report(&args, &report);
+            Ok(())
+        }
+        Command::Bench {
+            what: BenchCommand::Consume(args),
+        } => {
+            let report = client_runtime()?.block_on(run_consume(&args))?;
+            print_consume_report(&args, &report);
+            Ok(())
+        }
+        Command::Namesrv { listen } => run_namesrv(listen),
+        Command::Broker {
+            config,
+            namesrv,
+            namesrv_listen,
+        } => run_broker(config, namesrv, namesrv_listen),
     }
 }
 
-fn run_broker(config: Option<PathBuf>, namesrv: Option<String>) -> anyhow::Result<()> {
+/// The runtime of the over-the-wire benchmarks: plain multi-thread tokio, one worker per core.
+fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("bench-client")
+        .build()?)
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn stop_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; stopping"),
+        _ = term.recv() => tracing::info!("SIGTERM received; stopping"),
+    }
+    Ok(())
+}
+
+fn run_namesrv(listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    use actormq::namesrv::{start_namesrv, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
+    actix_rt::System::new().block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+        let ns = start_namesrv(listener, DEFAULT_SCAN_INTERVAL, DEFAULT_BROKER_EXPIRY).await;
+        stop_signal().await?;
+        ns.stop_accepting();
+        Ok(())
+    })
+}
+
+fn run_broker(
+    config: Option<PathBuf>,
+    namesrv: Option<String>,
+    namesrv_listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     let env: Vec<(String, String)> = std::env::vars().collect();
     let mut loaded = load(config.as_deref(), &env)?;
     loaded.log_warnings();
@@ -73,13 +145,16 @@ fn run_broker(config: Option<PathBuf>, namesrv: Option<String>) -> anyhow::Resul
     }
     let cfg = loaded.config;
     actix_rt::System::new().block_on(async move {
-        let broker =
-            actormq::broker::start(cfg, BrokerOptions::default(), Arc::new(SystemClock)).await?;
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; stopping"),
-            _ = term.recv() => tracing::info!("SIGTERM received; stopping"),
-        }
+        let broker = actormq::broker::start(
+            cfg,
+            BrokerOptions {
+                namesrv_listen,
+                ..Default::default()
+            },
+            Arc::new(SystemClock),
+        )
+        .await?;
+        stop_signal().await?;
         broker.stop().await
     })
 }

@@ -56,6 +56,9 @@ pub struct AppendOk {
     /// The start offset of a file this append rolled into, if any (the caller asks the allocator
     /// for the next one).
     pub rolled_into: Option<u64>,
+    /// `PutOk`, or a stored-but-not-yet-durable status (`FlushDiskTimeout`) set by the runtime
+    /// when a SYNC_FLUSH wait times out. The message is stored either way.
+    pub status: PutStatus,
 }
 
 impl AppendOk {
@@ -260,12 +263,20 @@ impl CommitLog {
             Arc::new(
                 MappedFile::create(self.files.dir(), from, self.cfg.file_size, self.cfg.warm)
                     .map_err(|e| {
+                        // A full disk is a refusal the client can act on (SERVICE_NOT_AVAILABLE,
+                        // other brokers), not an internal error; nothing was written.
+                        let status = if e.raw_os_error() == Some(libc::ENOSPC) {
+                            PutStatus::ServiceNotAvailable
+                        } else {
+                            PutStatus::CreateMappedFileFailed
+                        };
                         PutError::new(
-                            PutStatus::CreateMappedFileFailed,
+                            status,
                             format!(
-                                "cannot create CommitLog file at offset {from} in {}: {e}",
-                                self.files.dir().display()
-                            ),
+                            "cannot create CommitLog file at offset {from} ({} bytes) in {}: {e}",
+                            self.cfg.file_size,
+                            self.files.dir().display()
+                        ),
                         )
                     })?,
             )
@@ -313,6 +324,7 @@ impl CommitLog {
             msg_num: 1,
             store_timestamp: now_ms,
             rolled_into: rolled,
+            status: PutStatus::PutOk,
         })
     }
 
@@ -375,6 +387,7 @@ impl CommitLog {
             msg_num: msgs.len() as u32,
             store_timestamp: now_ms,
             rolled_into: rolled,
+            status: PutStatus::PutOk,
         })
     }
 

@@ -84,7 +84,8 @@ pub async fn start(
     std::fs::create_dir_all(&root)
         .with_context(|| format!("cannot create the store directory {}", root.display()))?;
     let lock = StoreLock::acquire(&root)?;
-    if actormq_core::store::store_lock::abort_file_exists(&root) {
+    let abnormal = actormq_core::store::store_lock::abort_file_exists(&root);
+    if abnormal {
         tracing::warn!(store = %root.display(), "the previous run did not stop cleanly (abort file present); recovering");
     }
     let params = StoreParams::from_config(&cfg.store).map_err(anyhow::Error::msg)?;
@@ -96,7 +97,7 @@ pub async fn start(
             h.try_notify(MessagesArrived(arrivals));
         }
     });
-    let store = Rc::new(Store::open_with(params, clock.clone(), Some(hook)).await?);
+    let store = Rc::new(Store::open_with(params, clock.clone(), Some(hook), abnormal).await?);
     create_abort_file(&root)?;
     tracing::info!(
         store = %root.display(),

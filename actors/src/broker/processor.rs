@@ -26,7 +26,7 @@ use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::*;
 use actormq_core::store::reader::{GetLimits, GetStatus, StoreReader, TagFilter};
-use actormq_core::store::status::PutError;
+use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::{check_send_topic, check_topic_name};
 use bytes::{BufMut, BytesMut};
 
@@ -383,7 +383,7 @@ impl BrokerCore {
                             queue_id,
                             ok.queue_offset.0 as i64,
                         );
-                        ok_send(&req, hdr)
+                        ok_send(&req, ok.status, hdr)
                     }
                     Err(e) => put_error_reply(&req, &e),
                 }
@@ -401,7 +401,7 @@ impl BrokerCore {
                             ok.queue_offset.0 as i64,
                         );
                         hdr.transaction_id = uniq;
-                        ok_send(&req, hdr)
+                        ok_send(&req, ok.status, hdr)
                     }
                     Err(e) => put_error_reply(&req, &e),
                 }
@@ -1061,6 +1061,13 @@ impl BrokerCore {
     }
 }
 
-fn ok_send(req: &RemotingCommand, hdr: SendMessageResponseHeader) -> RemotingCommand {
-    ok(req).with_ext_fields(hdr.to_ext_fields())
+/// A stored message: SUCCESS, or FLUSH_DISK_TIMEOUT (10) when SYNC_FLUSH did not reach it in
+/// time — the header is filled either way, as RocketMQ does for its "sendOK" codes.
+fn ok_send(
+    req: &RemotingCommand,
+    status: PutStatus,
+    hdr: SendMessageResponseHeader,
+) -> RemotingCommand {
+    RemotingCommand::response_to(req, status.response_code(), None)
+        .with_ext_fields(hdr.to_ext_fields())
 }

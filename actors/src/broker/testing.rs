@@ -53,6 +53,8 @@ impl TestBroker {
             ("maxHashSlotNum".into(), "50000".into()),
             ("maxIndexNum".into(), "200000".into()),
             ("flushConsumerOffsetInterval".into(), "1000".into()),
+            // Tests must not fail because the machine's disk happens to be 90 % full.
+            ("diskSpaceWarningLevelRatio".into(), "95".into()),
         ];
         for (k, v) in overrides {
             pairs.push((k.to_string(), v.to_string()));

@@ -35,6 +35,7 @@ pub struct ConsumeQueueBuilder {
     flush_interval: Duration,
     flush_least_pages: u64,
     on_arrival: Option<ArrivalHook>,
+    state: Option<std::sync::Arc<super::state::StoreState>>,
 }
 
 /// Told, after each dispatched batch, which queues got new messages and their new max offsets
@@ -50,6 +51,12 @@ pub struct Arrival {
 }
 
 impl ConsumeQueueBuilder {
+    /// Publishes the store time of the newest dispatched unit (the checkpoint's "logics").
+    pub fn with_state(mut self, state: std::sync::Arc<super::state::StoreState>) -> Self {
+        self.state = Some(state);
+        self
+    }
+
     pub fn with_arrival_hook(mut self, hook: Option<ArrivalHook>) -> Self {
         self.on_arrival = hook;
         self
@@ -69,6 +76,7 @@ impl ConsumeQueueBuilder {
             flush_interval,
             flush_least_pages,
             on_arrival: None,
+            state: None,
         }
     }
 }
@@ -98,6 +106,7 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
         let cqs = &mut self.cqs;
         let levels = &self.delay_levels_ms;
         let track = self.on_arrival.is_some();
+        let mut last_ts = 0i64;
         let mut touched: std::collections::HashMap<String, Vec<i32>> =
             std::collections::HashMap::new();
         walk(&self.commit_log, d.from, d.to, |phy, r| {
@@ -105,6 +114,7 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
             if t != sys_flag::TRANSACTION_NOT_TYPE && t != sys_flag::TRANSACTION_COMMIT_TYPE {
                 return true;
             }
+            last_ts = r.store_timestamp;
             let unit = CqUnit {
                 phy_offset: phy as i64,
                 size: r.total_size as i32,
@@ -135,6 +145,10 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
             }
         })
         .map_err(|e| e.to_string())?;
+        if let (Some(st), true) = (&self.state, last_ts > 0) {
+            st.logics_ts
+                .store(last_ts, std::sync::atomic::Ordering::Release);
+        }
         if let (Some(hook), false) = (&self.on_arrival, touched.is_empty()) {
             let table = self.cqs.table();
             let arrivals = touched

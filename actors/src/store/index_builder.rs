@@ -32,6 +32,7 @@ pub struct IndexBuilder {
     clock: SharedClock,
     /// Index files seen so far: a new one means the previous is full and gets flushed.
     files_seen: usize,
+    state: Option<std::sync::Arc<super::state::StoreState>>,
 }
 
 impl IndexBuilder {
@@ -41,6 +42,19 @@ impl IndexBuilder {
             commit_log,
             clock,
             files_seen: 0,
+            state: None,
+        }
+    }
+
+    /// Publishes the end time of the newest fully flushed index file (the checkpoint's "index").
+    pub fn with_state(mut self, state: std::sync::Arc<super::state::StoreState>) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    fn publish_flushed(&self, ts: Option<i64>) {
+        if let (Some(st), Some(ts)) = (&self.state, ts) {
+            st.index_ts.store(ts, std::sync::atomic::Ordering::Release);
         }
     }
 }
@@ -85,8 +99,9 @@ impl Serve<Dispatch> for IndexBuilder {
         .map_err(|e| e.to_string())?;
         if self.index.files().len() > self.files_seen {
             self.files_seen = self.index.files().len();
-            if let Err(e) = self.index.flush() {
-                tracing::error!(error = %e, "flushing the full IndexFile failed");
+            match self.index.flush() {
+                Ok(()) => self.publish_flushed(self.index.full_files_end_timestamp()),
+                Err(e) => tracing::error!(error = %e, "flushing the full IndexFile failed"),
             }
         }
         err.map_or(Ok(()), Err)
@@ -96,6 +111,8 @@ impl Serve<Dispatch> for IndexBuilder {
 impl Serve<FlushIndex> for IndexBuilder {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, _: FlushIndex, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        self.index.flush()
+        self.index.flush()?;
+        self.publish_flushed(Some(self.index.last_end_timestamp()));
+        Ok(())
     }
 }

@@ -20,7 +20,7 @@ pub mod schedule;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,12 +40,17 @@ use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::check_send_topic;
 
 use crate::metered::{start_on, start_with, ActorRef};
+use actormq_core::store::checkpoint::Checkpoint;
+use actormq_core::store::recovery::{
+    abnormal_recovery_min_timestamp, abnormal_recovery_start_file,
+};
 use allocator::MappedFileAllocator;
 use cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
-use flusher::{FlushNow, Flusher};
+use flusher::{FlushCore, FlushNow, Flusher, GroupCommitter};
 use index_builder::{FlushIndex, IndexBuilder};
 use reput::ReputDispatcher;
 use schedule::{GetDelayOffsets, PersistDelayOffsets, ScheduleDelivery};
+use state::StoreState;
 use writer::{AppendBatch, AppendMessage, AppendProducerBatch, CommitLogWriter};
 
 /// Everything the store runtime needs, in its own units (built from [`StoreConfig`]).
@@ -69,6 +74,14 @@ pub struct StoreParams {
     pub delay_levels_ms: Vec<u64>,
     pub schedule_tick: Duration,
     pub flush_delay_offset_interval: Duration,
+    /// SYNC_FLUSH: acknowledge only flushed messages, dispatch only flushed bytes.
+    pub sync_flush: bool,
+    pub sync_flush_timeout: Duration,
+    pub message_index_safe: bool,
+    /// `diskSpaceWarningLevelRatio`: refuse writes above this used percentage...
+    pub disk_warning_pct: u32,
+    /// ...until usage is back at or below this one (`diskSpaceCleanForciblyRatio`).
+    pub disk_clear_pct: u32,
 }
 
 impl StoreParams {
@@ -92,6 +105,13 @@ impl StoreParams {
             delay_levels_ms: c.delay_levels_ms().map_err(|e| e.to_string())?.into_owned(),
             schedule_tick: Duration::from_millis(100),
             flush_delay_offset_interval: Duration::from_millis(c.flush_delay_offset_interval_ms),
+            sync_flush: c.flush_disk_type == actormq_core::config::FlushDiskType::SyncFlush,
+            sync_flush_timeout: Duration::from_millis(c.sync_flush_timeout_ms),
+            message_index_safe: c.message_index_safe,
+            disk_warning_pct: c.disk_space_warning_level_ratio,
+            disk_clear_pct: c
+                .disk_space_clean_forcibly_ratio
+                .min(c.disk_space_warning_level_ratio),
         })
     }
 
@@ -119,8 +139,21 @@ impl StoreParams {
             .expect("default delay levels parse"),
             schedule_tick: Duration::from_millis(20),
             flush_delay_offset_interval: Duration::from_millis(1000),
+            sync_flush: false,
+            sync_flush_timeout: Duration::from_secs(5),
+            message_index_safe: false,
+            // Off: a test must not fail because the machine's disk is nearly full.
+            disk_warning_pct: 100,
+            disk_clear_pct: 100,
         }
     }
+}
+
+/// The actor that owns the flushed position: `Flusher` (ASYNC_FLUSH) or `GroupCommitter`
+/// (SYNC_FLUSH).
+enum FlushRef {
+    Async(ActorRef<Flusher>),
+    Sync(ActorRef<GroupCommitter>),
 }
 
 /// What opening the store found and did.
@@ -137,14 +170,13 @@ pub struct OpenReport {
 pub struct Store {
     params: StoreParams,
     writer: ActorRef<CommitLogWriter>,
-    flusher: ActorRef<Flusher>,
+    flusher: FlushRef,
     cq_builder: ActorRef<ConsumeQueueBuilder>,
     index_builder: Option<ActorRef<IndexBuilder>>,
     schedule: ActorRef<ScheduleDelivery>,
     reader: StoreReader,
     index: Option<IndexReader>,
-    dispatched: Arc<AtomicU64>,
-    flushed: Arc<AtomicU64>,
+    state: Arc<StoreState>,
     /// Taken (emptied) by `shutdown`.
     arbiters: std::cell::RefCell<Vec<Arbiter>>,
     pub report: OpenReport,
@@ -157,7 +189,7 @@ fn arbiter() -> Arbiter {
 impl Store {
     /// Opens (recovering if needed) the store under `params.root` and starts its actors.
     pub async fn open(params: StoreParams, clock: SharedClock) -> std::io::Result<Store> {
-        Store::open_with(params, clock, None).await
+        Store::open_with(params, clock, None, false).await
     }
 
     /// Like [`Store::open`], telling `on_arrival` which queues got new messages after each
@@ -166,6 +198,7 @@ impl Store {
         params: StoreParams,
         clock: SharedClock,
         on_arrival: Option<cq_builder::ArrivalHook>,
+        abnormal: bool,
     ) -> std::io::Result<Store> {
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&params.root)?;
@@ -185,18 +218,59 @@ impl Store {
             // whole warm-up. Warming is the allocator's job.
             warm: Warm::No,
         };
+        let state = Arc::new(StoreState::default());
+        let checkpoint =
+            Checkpoint::open(&params.root.join("checkpoint")).map_err(std::io::Error::other)?;
         let mut log = CommitLog::new(cl_cfg, files);
-        let rec = log.recover(params.check_crc_on_recover, None, |_, _| {})?;
+        // Normal recovery starts at the third-last file; abnormal recovery (the abort file was
+        // left behind) at the newest file whose first record is older than what the checkpoint
+        // says was flushed and dispatched, and dispatches everything from there again.
+        let start_file = abnormal.then(|| {
+            let min_ts =
+                abnormal_recovery_min_timestamp(&checkpoint.data(), params.message_index_safe);
+            abnormal_recovery_start_file(&log.files().files(), min_ts)
+        });
+        let start_offset =
+            start_file.and_then(|i| log.files().files().get(i).map(|f| f.file_from_offset()));
+        // A record whose queue offset its ConsumeQueue does not have yet (a ConsumeQueue file was
+        // lost, or the crash came before dispatch): dispatch again from the first such record.
+        let table = cqs.table();
+        let mut first_undispatched: Option<u64> = None;
+        let rec = log.recover(params.check_crc_on_recover, start_file, |phy, r| {
+            let t = r.sys_flag & actormq_core::format::record::sys_flag::TRANSACTION_TYPE_MASK;
+            let takes =
+                t == 0 || t == actormq_core::format::record::sys_flag::TRANSACTION_COMMIT_TYPE;
+            if first_undispatched.is_none() && takes {
+                let max = table
+                    .get(r.topic, r.queue_id)
+                    .map(|q| q.max_offset().0)
+                    .unwrap_or(0);
+                if r.queue_offset as u64 >= max {
+                    first_undispatched = Some(phy);
+                }
+            }
+        })?;
         if let Some(reason) = &rec.truncated_reason {
             tracing::warn!(end = rec.end.0, %reason, "CommitLog recovery cut a corrupt tail");
         }
         // Units pointing beyond the recovered end refer to data that no longer exists.
         cqs.truncate_to_phy(rec.end.0)?;
-        for (topic, qid, next) in cqs.max_offsets() {
-            log.set_queue_offset(&topic, qid, next);
-        }
         let min_cl = log.view().min_offset();
-        let reput_from = cqs.max_physic_offset().max(min_cl).min(rec.end.0);
+        let mut reput_from = cqs.max_physic_offset();
+        for o in [first_undispatched, start_offset].into_iter().flatten() {
+            reput_from = reput_from.min(o);
+        }
+        let reput_from = reput_from.max(min_cl).min(rec.end.0);
+        if reput_from < rec.end.0 {
+            tracing::info!(
+                from = reput_from,
+                to = rec.end.0,
+                abnormal,
+                "dispatching CommitLog records the ConsumeQueues and index lack"
+            );
+        }
+        state.dispatched.store(reput_from, Ordering::Release);
+        state.flushed.store(rec.end.0, Ordering::Release);
         let consume_queues = cqs.max_offsets().len();
         let index_store = if params.message_index_enable {
             Some(
@@ -210,6 +284,16 @@ impl Store {
         } else {
             None
         };
+        let mut index_store = index_store;
+        if let (true, Some(idx)) = (abnormal, index_store.as_mut()) {
+            let removed = idx.destroy_newer_than(checkpoint.index_msg_timestamp());
+            if removed > 0 {
+                tracing::info!(
+                    removed,
+                    "index files newer than the checkpoint removed; they are rebuilt by dispatch"
+                );
+            }
+        }
         let index_reader = index_store.as_ref().map(|i| i.reader());
         let view = log.view();
         let reader = StoreReader::new(view.clone(), cqs.table());
@@ -225,7 +309,8 @@ impl Store {
                 params.cq_flush_interval,
                 params.cq_flush_least_pages,
             )
-            .with_arrival_hook(on_arrival),
+            .with_arrival_hook(on_arrival)
+            .with_state(state.clone()),
         );
         arbiters.push(cq_arb);
         let index_builder = match index_store {
@@ -233,7 +318,7 @@ impl Store {
                 let a = arbiter();
                 let r = start_on(
                     Some(&a.handle()),
-                    IndexBuilder::new(idx, view.clone(), clock.clone()),
+                    IndexBuilder::new(idx, view.clone(), clock.clone()).with_state(state.clone()),
                 );
                 arbiters.push(a);
                 Some(r)
@@ -241,16 +326,14 @@ impl Store {
             None => None,
         };
         let index_builder_ref = index_builder.clone();
-        let dispatched = Arc::new(AtomicU64::new(reput_from));
-        let flushed = Arc::new(AtomicU64::new(rec.end.0));
         let woken = Arc::new(AtomicBool::new(false));
         let reput_arb = arbiter();
         let reput = start_on(
             Some(&reput_arb.handle()),
             ReputDispatcher::new(
                 view.clone(),
-                dispatched.clone(),
-                None,
+                state.clone(),
+                params.sync_flush,
                 woken.clone(),
                 cq_builder.clone(),
                 index_builder.clone(),
@@ -259,15 +342,22 @@ impl Store {
         arbiters.push(reput_arb);
         // Dispatch catches up with the recovered CommitLog before anyone can append or read.
         let mut waited = 0u32;
-        while dispatched.load(Ordering::Acquire) < rec.end.0 {
+        while state.dispatched.load(Ordering::Acquire) < rec.end.0 {
             tokio::time::sleep(Duration::from_millis(1)).await;
             waited += 1;
             if waited % 10_000 == 0 {
                 tracing::info!(
-                    dispatched = dispatched.load(Ordering::Acquire),
+                    dispatched = state.dispatched.load(Ordering::Acquire),
                     end = rec.end.0,
                     "waiting for dispatch to catch up"
                 );
+            }
+        }
+
+        // The writer's queue offsets continue where the ConsumeQueues (now complete) end.
+        for topic in reader.consume_queues().topics() {
+            for q in reader.consume_queues().queues_of(&topic) {
+                log.set_queue_offset(&topic, q.queue_id, q.max_offset());
             }
         }
 
@@ -298,24 +388,49 @@ impl Store {
                 }
             }
         }
-        let writer_arb = arbiter();
-        let writer = start_on(
-            Some(&writer_arb.handle()),
-            CommitLogWriter::new(log, clock.clone(), Some(allocator), Some(reput), woken),
+        let disk = flusher::DiskWatch::new(
+            params.commit_log_dir.clone(),
+            params.disk_warning_pct,
+            params.disk_clear_pct,
         );
-        arbiters.push(writer_arb);
+        let flush_core = FlushCore::new(view.clone(), state.clone(), checkpoint, disk);
         let flush_arb = arbiter();
-        let flusher = start_on(
-            Some(&flush_arb.handle()),
-            Flusher::new(
-                view.clone(),
-                flushed.clone(),
+        let (flusher, sync) = if params.sync_flush {
+            let gc = start_on(
+                Some(&flush_arb.handle()),
+                GroupCommitter::new(flush_core, Some(reput.clone())),
+            );
+            (
+                FlushRef::Sync(gc.clone()),
+                Some((gc, params.sync_flush_timeout)),
+            )
+        } else {
+            let f = Flusher::new(
+                flush_core,
                 params.flush_interval,
                 params.flush_least_pages,
                 params.flush_thorough_interval,
+            );
+            (
+                FlushRef::Async(start_on(Some(&flush_arb.handle()), f)),
+                None,
+            )
+        };
+        arbiters.push(flush_arb);
+        let writer_arb = arbiter();
+        let writer = start_on(
+            Some(&writer_arb.handle()),
+            CommitLogWriter::new(
+                log,
+                clock.clone(),
+                Some(allocator),
+                Some(reput),
+                woken,
+                state.clone(),
+                sync,
             ),
         );
-        arbiters.push(flush_arb);
+        arbiters.push(writer_arb);
         let sched_arb = arbiter();
         let sched = ScheduleDelivery::new(
             reader.clone(),
@@ -345,8 +460,7 @@ impl Store {
             schedule,
             reader,
             index: index_reader,
-            dispatched,
-            flushed,
+            state,
             arbiters: std::cell::RefCell::new(arbiters),
             report,
         })
@@ -366,10 +480,14 @@ impl Store {
     }
     /// How far the ConsumeQueues and index have caught up with the CommitLog.
     pub fn dispatched_offset(&self) -> PhyOffset {
-        PhyOffset(self.dispatched.load(Ordering::Acquire))
+        PhyOffset(self.state.dispatched.load(Ordering::Acquire))
     }
     pub fn flushed_offset(&self) -> PhyOffset {
-        PhyOffset(self.flushed.load(Ordering::Acquire))
+        PhyOffset(self.state.flushed())
+    }
+    /// Positions and health flags (read-only, disk full) of the running store.
+    pub fn state(&self) -> &Arc<StoreState> {
+        &self.state
     }
     pub fn max_offset(&self) -> PhyOffset {
         PhyOffset(self.reader.commit_log().max_offset())
@@ -471,7 +589,6 @@ impl Store {
             .send(PersistDelayOffsets)
             .await
             .map_err(io)??;
-        let flushed = self.flusher.send(FlushNow).await.map_err(io)??;
         self.cq_builder
             .send(FlushConsumeQueues)
             .await
@@ -479,6 +596,11 @@ impl Store {
         if let Some(i) = &self.index_builder {
             i.send(FlushIndex).await.map_err(io)??;
         }
+        // Last: the CommitLog flush writes the checkpoint with what the builders published.
+        let flushed = match &self.flusher {
+            FlushRef::Async(f) => f.send(FlushNow).await.map_err(io)??,
+            FlushRef::Sync(g) => g.send(FlushNow).await.map_err(io)??,
+        };
         tracing::info!(flushed, "store flushed");
         let arbiters = std::mem::take(&mut *self.arbiters.borrow_mut());
         for a in &arbiters {
@@ -500,3 +622,4 @@ fn unavailable(e: MailboxError) -> PutError {
         format!("the CommitLog writer is not running: {e}"),
     )
 }
+pub mod state;

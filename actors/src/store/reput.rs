@@ -9,7 +9,7 @@
 //! Invariants: the dispatch position only moves forward, on record boundaries, and never past the
 //! visibility limit (the published write position; in SYNC_FLUSH the flushed position).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use actormq_core::store::mapped_file_queue::FileQueueView;
 
 use super::cq_builder::ConsumeQueueBuilder;
 use super::index_builder::IndexBuilder;
+use super::state::StoreState;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 
 /// Largest range handed to the builders in one message.
@@ -49,10 +50,11 @@ impl Message for GetDispatched {
 
 pub struct ReputDispatcher {
     view: FileQueueView,
-    /// Shared with readers and metrics: how far dispatch has got.
-    dispatched: Arc<AtomicU64>,
-    /// Optional visibility limit (the flushed position in SYNC_FLUSH).
-    limit: Option<Arc<AtomicU64>>,
+    /// `dispatched` (ours to move) and `flushed` (the limit in SYNC_FLUSH).
+    state: Arc<StoreState>,
+    /// SYNC_FLUSH: dispatch only flushed bytes, so no consumer sees what a crash can take back
+    /// (apache/rocketmq#8239).
+    limit_to_flushed: bool,
     woken: Arc<AtomicBool>,
     cq: ActorRef<ConsumeQueueBuilder>,
     index: Option<ActorRef<IndexBuilder>>,
@@ -62,16 +64,16 @@ pub struct ReputDispatcher {
 impl ReputDispatcher {
     pub fn new(
         view: FileQueueView,
-        dispatched: Arc<AtomicU64>,
-        limit: Option<Arc<AtomicU64>>,
+        state: Arc<StoreState>,
+        limit_to_flushed: bool,
         woken: Arc<AtomicBool>,
         cq: ActorRef<ConsumeQueueBuilder>,
         index: Option<ActorRef<IndexBuilder>>,
     ) -> Self {
         ReputDispatcher {
             view,
-            dispatched,
-            limit,
+            state,
+            limit_to_flushed,
             woken,
             cq,
             index,
@@ -83,10 +85,10 @@ impl ReputDispatcher {
         if self.busy {
             return;
         }
-        let from = PhyOffset(self.dispatched.load(Ordering::Acquire));
+        let from = PhyOffset(self.state.dispatched.load(Ordering::Acquire));
         let mut visible = self.view.max_offset();
-        if let Some(l) = &self.limit {
-            visible = visible.min(l.load(Ordering::Acquire));
+        if self.limit_to_flushed {
+            visible = visible.min(self.state.flushed());
         }
         if visible <= from.0 {
             return;
@@ -123,7 +125,7 @@ impl ReputDispatcher {
             act.busy = false;
             match res {
                 Ok(()) => {
-                    act.dispatched.store(end.0, Ordering::Release);
+                    act.state.dispatched.store(end.0, Ordering::Release);
                     act.pump(ctx);
                 }
                 Err(e) => tracing::error!(error = %e, from = d.from.0, to = d.to.0, "dispatch failed; will retry"),
@@ -153,6 +155,6 @@ impl Serve<Wake> for ReputDispatcher {
 impl Serve<GetDispatched> for ReputDispatcher {
     type Reply = Reply<GetDispatched>;
     fn serve(&mut self, _: GetDispatched, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        MessageResult(PhyOffset(self.dispatched.load(Ordering::Acquire)))
+        MessageResult(PhyOffset(self.state.dispatched.load(Ordering::Acquire)))
     }
 }

@@ -6,7 +6,11 @@
 //! [`GetWriterState`]. Out: replies with the offsets assigned; `AllocateNext` to the allocator when
 //! it rolls into a file; a coalesced `Wake` to the reput dispatcher after appending.
 //!
-//! Invariant: a reply is sent only after the record's bytes are published (visible to readers).
+//! Invariants: a reply is sent only after the record's bytes are published (visible to readers);
+//! in SYNC_FLUSH a message with `WAIT` absent or true is answered only once it is flushed (or with
+//! FLUSH_DISK_TIMEOUT after `syncFlushTimeout`), without holding up the appends behind it; a store
+//! that is read-only (a flush failed) or over its disk-space limit refuses with
+//! SERVICE_NOT_AVAILABLE and the reason.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,8 +24,12 @@ use actormq_core::store::mapped_file::MappedFile;
 use actormq_core::store::status::PutError;
 
 use super::allocator::{AllocateNext, MappedFileAllocator};
+use super::flusher::{FlushUpTo, GroupCommitter};
 use super::reput::{ReputDispatcher, Wake};
-use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
+use super::state::StoreState;
+use crate::metered::{ActorRef, MaybeLater, Metered, Reply, Serve, Service};
+use actormq_core::format::properties::{self, keys};
+use actormq_core::store::status::PutStatus;
 
 pub struct AppendMessage(pub NewMessage);
 impl Message for AppendMessage {
@@ -69,6 +77,14 @@ pub struct CommitLogWriter {
     reput: Option<ActorRef<ReputDispatcher>>,
     /// Set while a `Wake` is in the reput mailbox, so a burst of appends sends one wake.
     reput_woken: Arc<AtomicBool>,
+    state: Arc<StoreState>,
+    /// SYNC_FLUSH: the group committer and `syncFlushTimeout`.
+    sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
+}
+
+/// `WAIT` absent or "true": the producer wants the reply after the flush (SYNC_FLUSH).
+fn waits(m: &NewMessage) -> bool {
+    properties::find(&m.properties, keys::WAIT) != Some("false")
 }
 
 impl CommitLogWriter {
@@ -78,6 +94,8 @@ impl CommitLogWriter {
         allocator: Option<ActorRef<MappedFileAllocator>>,
         reput: Option<ActorRef<ReputDispatcher>>,
         reput_woken: Arc<AtomicBool>,
+        state: Arc<StoreState>,
+        sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
     ) -> Self {
         CommitLogWriter {
             log,
@@ -85,7 +103,32 @@ impl CommitLogWriter {
             allocator,
             reput,
             reput_woken,
+            state,
+            sync,
         }
+    }
+
+    fn refused(&self) -> Option<PutError> {
+        self.state
+            .refusal()
+            .map(|r| PutError::new(PutStatus::ServiceNotAvailable, r))
+    }
+
+    /// In SYNC_FLUSH, a future that resolves when `end` is flushed: `Ok(true)` flushed,
+    /// `Ok(false)` timed out (FLUSH_DISK_TIMEOUT, the message is stored), `Err` the flush failed.
+    fn flush_wait(
+        &self,
+        end: u64,
+    ) -> Option<futures_util::future::LocalBoxFuture<'static, Result<bool, String>>> {
+        let (gc, timeout) = self.sync.clone()?;
+        Some(Box::pin(async move {
+            match tokio::time::timeout(timeout, gc.send(FlushUpTo(end))).await {
+                Ok(Ok(Ok(()))) => Ok(true),
+                Ok(Ok(Err(e))) => Err(e),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Ok(false),
+            }
+        }))
     }
 
     fn after_append(&mut self, rolled_into: Option<u64>, ctx: &mut Context<Metered<Self>>) {
@@ -137,22 +180,46 @@ impl Service for CommitLogWriter {
 }
 
 impl Serve<AppendMessage> for CommitLogWriter {
-    type Reply = Result<AppendOk, PutError>;
+    type Reply = MaybeLater<Result<AppendOk, PutError>>;
     fn serve(&mut self, msg: AppendMessage, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
-        let now = self.clock.now_ms();
-        let r = self.log.append(&msg.0, now);
-        if let Ok(ok) = &r {
-            self.after_append(ok.rolled_into, ctx);
+        if let Some(e) = self.refused() {
+            return MaybeLater::Now(Err(e));
         }
-        r
+        let now = self.clock.now_ms();
+        let mut ok = match self.log.append(&msg.0, now) {
+            Ok(ok) => ok,
+            Err(e) => return MaybeLater::Now(Err(e)),
+        };
+        self.state.last_store_ts.store(now, Ordering::Release);
+        self.after_append(ok.rolled_into, ctx);
+        match self.flush_wait(ok.end_offset().0).filter(|_| waits(&msg.0)) {
+            None => MaybeLater::Now(Ok(ok)),
+            Some(wait) => MaybeLater::Later(Box::pin(async move {
+                match wait.await {
+                    Ok(true) => Ok(ok),
+                    Ok(false) => {
+                        ok.status = PutStatus::FlushDiskTimeout;
+                        Ok(ok)
+                    }
+                    Err(e) => Err(PutError::new(
+                        PutStatus::ServiceNotAvailable,
+                        format!("the flush failed: {e}"),
+                    )),
+                }
+            })),
+        }
     }
 }
 
 impl Serve<AppendBatch> for CommitLogWriter {
-    type Reply = Vec<Result<AppendOk, PutError>>;
+    type Reply = MaybeLater<Vec<Result<AppendOk, PutError>>>;
     fn serve(&mut self, msg: AppendBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
+        if let Some(e) = self.refused() {
+            return MaybeLater::Now(msg.0.iter().map(|_| Err(e.clone())).collect());
+        }
         let now = self.clock.now_ms();
         let mut rolled = None;
+        let mut wait_end = 0;
         let out: Vec<_> = msg
             .0
             .iter()
@@ -160,23 +227,69 @@ impl Serve<AppendBatch> for CommitLogWriter {
                 let r = self.log.append(m, now);
                 if let Ok(ok) = &r {
                     rolled = rolled.or(ok.rolled_into);
+                    if waits(m) {
+                        wait_end = wait_end.max(ok.end_offset().0);
+                    }
                 }
                 r
             })
             .collect();
+        self.state.last_store_ts.store(now, Ordering::Release);
         self.after_append(rolled, ctx);
-        out
+        match self.flush_wait(wait_end).filter(|_| wait_end > 0) {
+            None => MaybeLater::Now(out),
+            Some(wait) => MaybeLater::Later(Box::pin(async move {
+                let w = wait.await;
+                out.into_iter()
+                    .map(|r| match (r, &w) {
+                        (Ok(ok), Ok(true)) => Ok(ok),
+                        (Ok(mut ok), Ok(false)) => {
+                            ok.status = PutStatus::FlushDiskTimeout;
+                            Ok(ok)
+                        }
+                        (Ok(_), Err(e)) => Err(PutError::new(
+                            PutStatus::ServiceNotAvailable,
+                            format!("the flush failed: {e}"),
+                        )),
+                        (Err(e), _) => Err(e),
+                    })
+                    .collect()
+            })),
+        }
     }
 }
 
 impl Serve<AppendProducerBatch> for CommitLogWriter {
-    type Reply = Result<(AppendOk, Vec<PhyOffset>), PutError>;
+    type Reply = MaybeLater<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
     fn serve(&mut self, msg: AppendProducerBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
+        if let Some(e) = self.refused() {
+            return MaybeLater::Now(Err(e));
+        }
         let now = self.clock.now_ms();
         let mut offsets = Vec::with_capacity(msg.0.len());
-        let ok = self.log.append_batch(&msg.0, now, &mut offsets)?;
+        let mut ok = match self.log.append_batch(&msg.0, now, &mut offsets) {
+            Ok(ok) => ok,
+            Err(e) => return MaybeLater::Now(Err(e)),
+        };
+        self.state.last_store_ts.store(now, Ordering::Release);
         self.after_append(ok.rolled_into, ctx);
-        Ok((ok, offsets))
+        let wants = msg.0.first().is_some_and(waits);
+        match self.flush_wait(ok.end_offset().0).filter(|_| wants) {
+            None => MaybeLater::Now(Ok((ok, offsets))),
+            Some(wait) => MaybeLater::Later(Box::pin(async move {
+                match wait.await {
+                    Ok(true) => Ok((ok, offsets)),
+                    Ok(false) => {
+                        ok.status = PutStatus::FlushDiskTimeout;
+                        Ok((ok, offsets))
+                    }
+                    Err(e) => Err(PutError::new(
+                        PutStatus::ServiceNotAvailable,
+                        format!("the flush failed: {e}"),
+                    )),
+                }
+            })),
+        }
     }
 }
 

@@ -1,0 +1,45 @@
+//! Positions and health flags of a running store, shared between its actors as atomics (the
+//! watermarks of DESIGN §5). Each field has exactly one writer, named below; everyone else reads.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use arc_swap::ArcSwapOption;
+
+#[derive(Default)]
+pub struct StoreState {
+    /// Flusher / GroupCommitter: CommitLog bytes known to be on disk.
+    pub flushed: AtomicU64,
+    /// ReputDispatcher: CommitLog bytes dispatched to ConsumeQueues and the index.
+    pub dispatched: AtomicU64,
+    /// CommitLogWriter: store time of the newest appended record.
+    pub last_store_ts: AtomicI64,
+    /// ConsumeQueueBuilder: store time of the newest dispatched unit (checkpoint "logics").
+    pub logics_ts: AtomicI64,
+    /// IndexBuilder: end time of the newest fully flushed index file (checkpoint "index").
+    pub index_ts: AtomicI64,
+    /// Set (with the reason) when a flush failed: the store refuses writes until restarted,
+    /// because what it acknowledged may not be on disk (apache/rocketmq#3129).
+    pub read_only: ArcSwapOption<String>,
+    /// Set (with the reason) while the disk is over `diskSpaceWarningLevelRatio`; cleared when
+    /// space returns.
+    pub disk_full: ArcSwapOption<String>,
+}
+
+impl StoreState {
+    pub fn flushed(&self) -> u64 {
+        self.flushed.load(Ordering::Acquire)
+    }
+    /// Why writes are refused now, if they are.
+    pub fn refusal(&self) -> Option<String> {
+        if let Some(r) = self.read_only.load_full() {
+            return Some(format!("the store is read-only: {r}"));
+        }
+        self.disk_full.load_full().map(|r| r.to_string())
+    }
+    pub fn set_read_only(&self, reason: String) {
+        if self.read_only.load().is_none() {
+            tracing::error!(%reason, "store turned read-only");
+        }
+        self.read_only.store(Some(std::sync::Arc::new(reason)));
+    }
+}
