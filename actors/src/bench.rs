@@ -47,6 +47,20 @@ pub struct StoreBenchArgs {
     /// Store directory (a temporary directory, removed afterwards, when omitted).
     #[arg(long)]
     pub dir: Option<std::path::PathBuf>,
+    /// `async` (ASYNC_FLUSH, the throughput run) or `sync` (SYNC_FLUSH: one run per concurrency of
+    /// `--concurrency`, each for `--seconds`, against a bare write+fdatasync loop on the same disk).
+    #[arg(long, default_value = "async")]
+    pub flush: String,
+    /// SYNC_FLUSH runs: concurrent producers of each run.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+    pub concurrency: Vec<usize>,
+    /// SYNC_FLUSH runs: seconds per run.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// After the async run: stop, drop the checkpoint (as if the crash came before the first one)
+    /// and time abnormal recovery of everything written.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub recovery: bool,
 }
 
 /// Figures of one run.
@@ -60,6 +74,10 @@ pub struct StoreBenchReport {
     pub read_msgs_per_s: f64,
     pub memcpy_msgs_per_s: f64,
     pub read_back: u64,
+    /// The SYNC_FLUSH table, when `--flush sync`.
+    pub sync_table: Option<String>,
+    /// Abnormal recovery of the whole CommitLog: (bytes scanned, records, milliseconds).
+    pub recovery: Option<(u64, u64, u64)>,
 }
 
 /// The ceiling: copy `size`-byte buffers into a warm mapping, `n` times.
@@ -112,6 +130,10 @@ fn message(topic: &str, queue_id: i32, body: &Bytes, seq: u64, host: SocketAddr)
 }
 
 pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenchReport> {
+    if args.flush == "sync" {
+        return run_sync_flush_bench(args).await;
+    }
+    anyhow::ensure!(args.flush == "async", "--flush must be async or sync, not {:?}", args.flush);
     let tmp;
     let root = match &args.dir {
         Some(d) => d.clone(),
@@ -233,12 +255,152 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
         read_msgs_per_s: read as f64 / read_secs,
         memcpy_msgs_per_s: ceiling,
         read_back: read,
+        sync_table: None,
+        recovery: None,
     };
+    let params = store.params().clone();
     store.shutdown().await?;
+    drop(store);
+    let mut report = report;
+    if args.recovery {
+        report.recovery = Some(time_abnormal_recovery(params).await?);
+    }
     Ok(report)
 }
 
+/// Abnormal recovery of everything in the store: an abort file and a zeroed checkpoint (a crash
+/// before the first checkpoint) make recovery CRC-check every record of every file and
+/// re-dispatch it.
+async fn time_abnormal_recovery(params: StoreParams) -> anyhow::Result<(u64, u64, u64)> {
+    std::fs::write(params.root.join("checkpoint"), vec![0u8; 4096])?;
+    let started = Instant::now();
+    let store = Store::open_with(params, Arc::new(SystemClock), None, true).await?;
+    let ms = started.elapsed().as_millis() as u64;
+    let r = (store.report.commit_log_end, store.report.records_scanned, ms);
+    store.shutdown().await?;
+    Ok(r)
+}
+
+/// p50/p99 (µs) of `n` appends of `size` bytes, each followed by fdatasync, in `dir`.
+fn bare_fdatasync(dir: &std::path::Path, size: usize, n: usize) -> anyhow::Result<(f64, f64)> {
+    use std::io::Write;
+    let path = dir.join("fdatasync-baseline");
+    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path)?;
+    let buf = vec![0x5Au8; size];
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    for _ in 0..n {
+        let t = Instant::now();
+        f.write_all(&buf)?;
+        f.sync_data()?;
+        hist.record(t.elapsed().as_micros().max(1) as u64)?;
+    }
+    drop(f);
+    std::fs::remove_file(&path)?;
+    Ok((hist.value_at_quantile(0.5) as f64, hist.value_at_quantile(0.99) as f64))
+}
+
+/// SYNC_FLUSH: for each concurrency, producers append one message at a time for `--seconds`,
+/// every reply waiting for its fdatasync; reports msgs/s, latency, the mean group-commit batch
+/// and flushes/s, next to a bare write+fdatasync loop on the same disk.
+async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenchReport> {
+    let tmp;
+    let root = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let (bare_p50, bare_p99) = bare_fdatasync(&root, args.size, 500)?;
+    let mut table = format!(
+        "bare write+fdatasync of {} B on this disk: p50 {bare_p50:.0} us  p99 {bare_p99:.0} us\n",
+        args.size
+    );
+    table.push_str("producers   msgs/s   p50 us   p99 us  flushes/s  mean batch  msgs/s / (flushes/s x batch)  p99 / bare p99\n");
+    let body = Bytes::from(vec![0x42u8; args.size]);
+    let host: SocketAddr = "127.0.0.1:10911".parse()?;
+    for (run, &c) in args.concurrency.iter().enumerate() {
+        let dir = root.join(format!("sync-{run}"));
+        let mut params = StoreParams::for_tests(&dir);
+        params.commit_log_file_size = args.file_size.min(256 << 20);
+        params.max_message_size = 4 << 20;
+        params.sync_flush = true;
+        params.warm_mapped_files = args.warm;
+        let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
+        let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
+        let f0 = store.state().group_flushes.load(std::sync::atomic::Ordering::Relaxed);
+        let w0 = store.state().group_waiters.load(std::sync::atomic::Ordering::Relaxed);
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for p in 0..c {
+            let store = store.clone();
+            let body = body.clone();
+            let queues = args.queues.max(1) as u64;
+            tasks.push(actix_rt::spawn(async move {
+                let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
+                let (mut n, mut errors, mut timeouts) = (0u64, 0u64, 0u64);
+                while Instant::now() < deadline {
+                    let seq = ((p as u64) << 32) | n;
+                    let t = Instant::now();
+                    match store.put(message("BenchSync", (seq % queues) as i32, &body, seq, host)).await {
+                        Ok(ok) if ok.status == actormq_core::store::status::PutStatus::PutOk => {}
+                        Ok(_) => timeouts += 1,
+                        Err(_) => errors += 1,
+                    }
+                    let _ = hist.record(t.elapsed().as_micros().max(1) as u64);
+                    n += 1;
+                }
+                (hist, n, errors, timeouts)
+            }));
+        }
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+        let (mut total, mut errors, mut timeouts) = (0, 0, 0);
+        for t in tasks {
+            let (h, n, e, to) = t.await?;
+            hist.add(h)?;
+            total += n;
+            errors += e;
+            timeouts += to;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let flushes = store.state().group_flushes.load(std::sync::atomic::Ordering::Relaxed) - f0;
+        let waiters = store.state().group_waiters.load(std::sync::atomic::Ordering::Relaxed) - w0;
+        anyhow::ensure!(errors == 0, "{errors} appends failed at {c} producers");
+        let rate = total as f64 / secs;
+        let fps = flushes as f64 / secs;
+        let batch = waiters as f64 / flushes.max(1) as f64;
+        let p99 = hist.value_at_quantile(0.99) as f64;
+        table.push_str(&format!(
+            "{c:>9} {rate:>8.0} {:>8} {p99:>8.0} {fps:>10.0} {batch:>11.1} {:>30.2} {:>15.2}{}\n",
+            hist.value_at_quantile(0.5),
+            rate / (fps * batch).max(1e-9),
+            p99 / bare_p99.max(1.0),
+            if timeouts > 0 { format!("  ({timeouts} FLUSH_DISK_TIMEOUT)") } else { String::new() }
+        ));
+        store.shutdown().await?;
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(StoreBenchReport {
+        append_msgs_per_s: 0.0,
+        append_mb_per_s: 0.0,
+        p50_us: 0.0,
+        p99_us: 0.0,
+        p999_us: 0.0,
+        read_msgs_per_s: 0.0,
+        memcpy_msgs_per_s: 0.0,
+        read_back: 0,
+        sync_table: Some(table),
+        recovery: None,
+    })
+}
+
 pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
+    if let Some(t) = &r.sync_table {
+        println!("bench store --flush sync: size={} queues={} seconds per run={}", args.size, args.queues, args.seconds);
+        print!("{t}");
+        return;
+    }
     println!(
         "bench store: size={} messages={} producers={} batch={} queues={}",
         args.size, r.read_back, args.producers, args.batch, args.queues
@@ -271,4 +433,10 @@ pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
         args.size,
         100.0 * r.append_msgs_per_s / r.memcpy_msgs_per_s
     );
+    if let Some((bytes, records, ms)) = r.recovery {
+        println!(
+            "abnormal recovery (abort file, no checkpoint) of a {:.2} GiB CommitLog: {records} records CRC-checked and re-dispatched in {ms} ms",
+            bytes as f64 / (1u64 << 30) as f64
+        );
+    }
 }

@@ -23,6 +23,10 @@ pub struct StoreState {
     /// Set (with the reason) while the disk is over `diskSpaceWarningLevelRatio`; cleared when
     /// space returns.
     pub disk_full: ArcSwapOption<String>,
+    /// GroupCommitter: flushes that answered waiters, and how many waiters they answered (the
+    /// mean group-commit batch is their ratio).
+    pub group_flushes: AtomicU64,
+    pub group_waiters: AtomicU64,
 }
 
 impl StoreState {
