@@ -413,7 +413,8 @@ mod tests {
                     let now = &now[..orig.len()];
                     // A change the format must notice (covered bytes), or one that happens to
                     // break the record anyway (UTF-8, port range).
-                    let decodes = matches!(record::check(now, true), Ok(Check::Record(v)) if v.total_size as usize == orig.len());
+                    // Recovery also checks PHYSICALOFFSET against the record's position.
+                    let decodes = matches!(record::check(now, true), Ok(Check::Record(v)) if v.total_size as usize == orig.len() && v.phy_offset as u64 == at);
                     let detectable = !decodes
                         || covered(orig)
                             .iter()
@@ -444,7 +445,9 @@ mod tests {
                 return end;
             };
             match (item, record::check(buf, true)) {
-                (Item::Rec(i), Ok(Check::Record(v))) if v.total_size as u64 == img.recs[i].len => {
+                (Item::Rec(i), Ok(Check::Record(v)))
+                    if v.total_size as u64 == img.recs[i].len && v.phy_offset as u64 == at =>
+                {
                     end = img.recs[i].end()
                 }
                 (Item::Blank(_), Ok(Check::Blank { .. })) => {
@@ -557,7 +560,8 @@ mod tests {
                 img.recs.iter().find(|r| r.start == at),
                 bytes_at(&before, img.file_size, at),
             ) {
-                let served = matches!(record::check(now, true), Ok(Check::Record(v)) if v.total_size as u64 == r.len);
+                // Served = decodes with its CRC *and* sits where it says (recovery checks both).
+                let served = matches!(record::check(now, true), Ok(Check::Record(v)) if v.total_size as u64 == r.len && v.phy_offset as u64 == at);
                 assert!(!served, "damaged record at {at} still decodes");
             }
         }
