@@ -7,9 +7,14 @@
 //!   keys (`storePathRootDir`, `brokerIP1`, `checkCRCOnRecover`, `warmMapedFileEnable`, …) and
 //!   whose `Default`s are RocketMQ's defaults (ROCKETMQ_FACTS §13). Rust field names put the unit
 //!   last (`sync_flush_timeout_ms`); the serde name stays RocketMQ's.
-//! * Layered loading ([`load`], [`load_layers`]) through the `config` crate:
-//!   built-in defaults → `NAMESRV_ADDR` → TOML file → `ACTORMQ_<KEY>` environment variables →
-//!   any further [`Layer`] (a Java `broker.conf`, `key=value` command-line overrides).
+//! * Layered loading ([`load`], [`load_with_overrides`], [`load_layers`]) through the `config`
+//!   crate, in RocketMQ's order (ECOSYSTEM A.2): built-in defaults → `NAMESRV_ADDR` → the file
+//!   (`-c`) → `ACTORMQ_<KEY>` environment variables → command line (`-n`, `key=value`). So `-n`
+//!   beats the file's `namesrvAddr`, which beats `NAMESRV_ADDR`.
+//! * Two file formats, one key space: a Java `.properties` file (`broker.conf`, parsed by
+//!   [`properties`]; what RocketMQ's `-c` takes) or TOML (`broker.toml`); see
+//!   [`ConfigFileFormat::detect`].
+//! * `-p` / `-m` output ([`print_config_items`]): every key, or the [`IMPORTANT_KEYS`].
 //! * Validation ([`Config::validate`]) and error messages that always name the origin (file path
 //!   or environment variable), the key, the offending value and the rule, e.g.
 //!   `config/broker.toml: flushDiskType = "SOMETIMES": expected ASYNC_FLUSH or SYNC_FLUSH`.
@@ -48,6 +53,8 @@ use std::sync::OnceLock;
 use ::config::{FileFormat, Format, Source, Value, ValueKind};
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub mod properties;
+
 /// RocketMQ's default `messageDelayLevel`: 18 levels, level = 1-based position.
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
@@ -77,6 +84,49 @@ pub const ENV_PREFIX: &str = "ACTORMQ_";
 
 /// RocketMQ's environment variable for the name server list (lower precedence than the file).
 pub const NAMESRV_ADDR_ENV: &str = "NAMESRV_ADDR";
+
+/// Origin of command-line overrides (`-n`, `key=value`).
+pub const CLI_ORIGIN: &str = "command line";
+
+/// The keys `-m` (`printImportantConfig`) prints: those RocketMQ marks `@ImportantField` that
+/// ActorMQ has, plus the identity, port and file-size keys operators check first.
+pub const IMPORTANT_KEYS: &[&str] = &[
+    // BrokerConfig / NettyServerConfig
+    "namesrvAddr",
+    "brokerClusterName",
+    "brokerName",
+    "brokerId",
+    "brokerIP1",
+    "brokerIP2",
+    "listenPort",
+    "autoCreateTopicEnable",
+    "autoCreateSubscriptionGroup",
+    "rejectTransactionMessage",
+    // MessageStoreConfig
+    "brokerRole",
+    "flushDiskType",
+    "storePathRootDir",
+    "storePathCommitLog",
+    "mappedFileSizeCommitLog",
+    "maxMessageSize",
+    "deleteWhen",
+    "fileReservedTime",
+    "deleteFileBatchMax",
+    "cleanFileForciblyEnable",
+    "flushIntervalCommitLog",
+    "commitIntervalCommitLog",
+    "flushCommitLogTimed",
+    "transientStorePoolEnable",
+    "haListenPort",
+    "haMasterAddress",
+    "messageIndexEnable",
+    "messageIndexSafe",
+    "maxTransferBytesOnMessageInMemory",
+    "maxTransferCountOnMessageInMemory",
+    "maxTransferBytesOnMessageInDisk",
+    "maxTransferCountOnMessageInDisk",
+    "accessMessageInMemoryMaxRatio",
+];
 
 // ---------------------------------------------------------------------------------------------
 // Enums
@@ -1371,13 +1421,17 @@ pub fn unknown_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<String> 
 ///
 /// Each [`Value`] carries its own origin (`Value::origin()`), used in messages; values without
 /// one are attributed to the layer's `origin`. Keys are matched exactly against RocketMQ's names
-/// ([`Layer::from_env`] resolves environment names to them first). A Java `broker.conf` or CLI
-/// `key=value` overrides become a layer through [`Layer::from_strings`].
+/// ([`Layer::from_env`] resolves environment names to them first). Sources: [`Layer::from_file`]
+/// (`.conf`/`.properties` or `.toml`), [`Layer::from_env`], [`Layer::from_namesrv_addr_env`],
+/// [`Layer::from_cli`], [`Layer::from_strings`].
 #[derive(Debug, Clone, Default)]
 pub struct Layer {
     /// File path, "environment", "command line", …
     pub origin: String,
     pub values: BTreeMap<String, Value>,
+    /// Warnings found while reading the source (a key set twice in a `.properties` file, a value
+    /// in quotes there); passed on in [`Loaded::notes`].
+    pub notes: Vec<UnknownKey>,
 }
 
 impl Layer {
@@ -1385,6 +1439,7 @@ impl Layer {
         Layer {
             origin: origin.into(),
             values: BTreeMap::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -1425,6 +1480,7 @@ impl Layer {
         Ok(Layer {
             values: table.into_iter().collect(),
             origin,
+            notes: Vec::new(),
         })
     }
 
@@ -1436,6 +1492,90 @@ impl Layer {
             message: format!("cannot read: {e}"),
         })?;
         Self::from_toml_str(origin, text.strip_prefix('\u{feff}').unwrap_or(&text))
+    }
+
+    /// Parses Java `.properties` text (RocketMQ `broker.conf`, see [`properties`]); `origin`
+    /// names it in messages (normally the file path). Values are strings, converted to numbers and
+    /// booleans where the key needs it; surrounding whitespace is trimmed (Java keeps trailing
+    /// blanks, a classic broker.conf pitfall). Syntax errors name `origin:line`. The last of
+    /// duplicate keys wins, as in Java, with a warning in [`Layer::notes`].
+    pub fn from_properties_str(origin: impl Into<String>, text: &str) -> Result<Self, ConfigError> {
+        let origin = origin.into();
+        let entries = properties::parse(text).map_err(|e| ConfigError::Source {
+            origin: format!("{origin}:{}", e.line),
+            message: e.message,
+        })?;
+        let mut layer = Layer::new(origin);
+        let mut first_line: BTreeMap<String, usize> = BTreeMap::new();
+        for entry in entries {
+            let value = entry.value.trim();
+            if let Some(prev) = first_line.insert(entry.key.clone(), entry.line) {
+                layer.notes.push(UnknownKey {
+                    origin: layer.origin.clone(),
+                    key: entry.key.clone(),
+                    hint: format!(
+                        "set on line {prev} and again on line {}; the last one wins (as in RocketMQ)",
+                        entry.line
+                    ),
+                });
+            }
+            let quoted = value.len() >= 2
+                && ((value.starts_with('"') && value.ends_with('"'))
+                    || (value.starts_with('\'') && value.ends_with('\'')));
+            if quoted {
+                layer.notes.push(UnknownKey {
+                    origin: layer.origin.clone(),
+                    key: entry.key.clone(),
+                    hint: format!(
+                        "value {value} on line {} is in quotes; in a .properties file the quotes are \
+                         part of the value (write {}={})",
+                        entry.line,
+                        entry.key,
+                        &value[1..value.len() - 1]
+                    ),
+                });
+            }
+            layer.set(entry.key, value);
+        }
+        Ok(layer)
+    }
+
+    /// Reads and parses a Java `.properties` file (UTF-8, else ISO-8859-1 as Java reads it); the
+    /// path as given is the origin.
+    pub fn from_properties_file(path: &Path) -> Result<Self, ConfigError> {
+        let bytes = read_file(path)?;
+        Self::from_properties_str(path.display().to_string(), &properties::decode(&bytes))
+    }
+
+    /// Reads a configuration file in the format [`ConfigFileFormat::detect`] picks (`.conf` and
+    /// `.properties`: Java properties; `.toml`: TOML; otherwise by content). The path as given is
+    /// the origin of its values.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let bytes = read_file(path)?;
+        let origin = path.display().to_string();
+        let text = properties::decode(&bytes);
+        match ConfigFileFormat::detect(path, &text) {
+            ConfigFileFormat::Properties => Self::from_properties_str(origin, &text),
+            ConfigFileFormat::Toml => {
+                let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Source {
+                    origin: origin.clone(),
+                    message: format!("a TOML file must be UTF-8 text: {e}"),
+                })?;
+                Self::from_toml_str(origin, text.strip_prefix('\u{feff}').unwrap_or(text))
+            }
+        }
+    }
+
+    /// Command-line overrides: `-n` as `("namesrvAddr", addr)` and `key=value` arguments (see
+    /// [`parse_override`]), in command-line order (a later pair for the same key wins). Keys are
+    /// RocketMQ's exact names; values are trimmed. Origin: [`CLI_ORIGIN`].
+    pub fn from_cli(pairs: &[(String, String)]) -> Self {
+        Layer::from_strings(
+            CLI_ORIGIN,
+            pairs
+                .iter()
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())),
+        )
     }
 
     /// `ACTORMQ_<KEY>` variables. `<KEY>` matches a RocketMQ key ignoring case and `_`, so
@@ -1512,6 +1652,9 @@ pub struct Loaded {
     pub unknown: Vec<UnknownKey>,
     /// RocketMQ keys ActorMQ has no use for ([`ROCKETMQ_ONLY_KEYS`]).
     pub unsupported: Vec<UnknownKey>,
+    /// Other warnings from the sources ([`Layer::notes`]): a key set twice in one `.properties`
+    /// file, a quoted value there.
+    pub notes: Vec<UnknownKey>,
 }
 
 impl Loaded {
@@ -1532,10 +1675,11 @@ impl Loaded {
             .collect()
     }
 
-    /// One line per unknown or unsupported key, naming file/variable and key.
+    /// One line per unknown or unsupported key and per note, naming file/variable and key.
     pub fn warnings(&self) -> Vec<String> {
         self.unknown
             .iter()
+            .chain(&self.notes)
             .chain(&self.unsupported)
             .map(UnknownKey::to_string)
             .collect()
@@ -1554,15 +1698,137 @@ impl Loaded {
     }
 }
 
-/// Loads defaults → `NAMESRV_ADDR` → `file` (TOML) → `ACTORMQ_*` from `env`. `env` is passed in
-/// (use [`process_env`] in the broker) so tests never touch the process environment.
+/// [`load_with_overrides`] without command-line overrides.
 pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Loaded, ConfigError> {
+    load_with_overrides(file, env, &[])
+}
+
+/// Loads, lowest to highest precedence: built-in defaults → `NAMESRV_ADDR` from `env` → `file`
+/// (`-c`; Java properties or TOML, see [`Layer::from_file`]) → `ACTORMQ_*` from `env` → `cli`
+/// (`-n` as `("namesrvAddr", addr)`, then `key=value` overrides, see [`parse_override`]).
+///
+/// This is RocketMQ's namesrvAddr precedence (ECOSYSTEM A.2): `-n` beats the file's
+/// `namesrvAddr`, which beats `NAMESRV_ADDR`. `env` is passed in (use [`process_env`] in the
+/// broker) so tests never touch the process environment.
+pub fn load_with_overrides(
+    file: Option<&Path>,
+    env: &[(String, String)],
+    cli: &[(String, String)],
+) -> Result<Loaded, ConfigError> {
     let mut layers = vec![Layer::from_namesrv_addr_env(env)];
     if let Some(path) = file {
-        layers.push(Layer::from_toml_file(path)?);
+        layers.push(Layer::from_file(path)?);
     }
     layers.push(Layer::from_env(env));
+    layers.push(Layer::from_cli(cli));
     load_layers(layers)
+}
+
+/// Parses one command-line `key=value` override (split at the first `=`; key and value
+/// trimmed). The key must be non-empty; the value may be empty (= unset for optional keys).
+pub fn parse_override(arg: &str) -> Result<(String, String), ConfigError> {
+    match arg.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(ConfigError::Source {
+            origin: CLI_ORIGIN.to_owned(),
+            message: format!("{arg:?}: expected key=value, e.g. flushDiskType=SYNC_FLUSH"),
+        }),
+    }
+}
+
+/// The format of a configuration file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFileFormat {
+    /// Java `.properties`, RocketMQ's `broker.conf`.
+    Properties,
+    /// TOML, flat (no tables), e.g. `config/broker.toml`.
+    Toml,
+}
+
+impl ConfigFileFormat {
+    /// By extension, ignoring case: `.conf`/`.properties` → properties, `.toml` → TOML.
+    pub fn from_extension(path: &Path) -> Option<Self> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "conf" | "properties" => Some(Self::Properties),
+            "toml" => Some(Self::Toml),
+            _ => None,
+        }
+    }
+
+    /// By extension, else by content: TOML if `text` parses as TOML (a properties file whose
+    /// values are all numbers and booleans means the same in both) or looks like TOML (a
+    /// `[table]` line, a quoted/array/inline-table value), else properties.
+    pub fn detect(path: &Path, text: &str) -> Self {
+        if let Some(format) = Self::from_extension(path) {
+            return format;
+        }
+        if FileFormat::Toml.parse(None, text).is_ok() {
+            return Self::Toml;
+        }
+        let looks_like_toml = text.lines().map(str::trim_start).any(|line| {
+            if line.starts_with('[') {
+                return true;
+            }
+            if line.starts_with(['#', '!']) {
+                return false;
+            }
+            line.split_once('=')
+                .is_some_and(|(_, v)| v.trim_start().starts_with(['"', '\'', '[', '{']))
+        });
+        if looks_like_toml {
+            Self::Toml
+        } else {
+            Self::Properties
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|e| ConfigError::Source {
+        origin: path.display().to_string(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
+/// RocketMQ's `-p` (`printConfigItem`, `important_only = false`: every key) and `-m`
+/// (`printImportantConfig`, `important_only = true`: the [`IMPORTANT_KEYS`]) output: one
+/// `key=value` line per setting, grouped under a `# BrokerConfig` and a `# MessageStoreConfig`
+/// comment, keys sorted within a group. Unset optional values print as `key=`. The text is a
+/// valid `.properties` file (values escaped) that loads back to the same settings.
+pub fn print_config_items(cfg: &Config, important_only: bool) -> String {
+    use std::fmt::Write as _;
+    let props = cfg.to_properties();
+    let reg = registry();
+    let mut out = String::new();
+    for (part, title) in [
+        (Part::Broker, "BrokerConfig"),
+        (Part::Store, "MessageStoreConfig"),
+    ] {
+        let items: Vec<_> = props
+            .iter()
+            .filter(|(k, _)| reg.kind(k).0 == part)
+            .filter(|(k, _)| !important_only || IMPORTANT_KEYS.contains(&k.as_str()))
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "# {title}");
+        for (k, v) in items {
+            let _ = writeln!(
+                out,
+                "{}={}",
+                properties::escape_key(k),
+                properties::escape_value(v)
+            );
+        }
+    }
+    out
 }
 
 /// The process environment as UTF-8 pairs (non-UTF-8 entries skipped), for [`load`].
@@ -1583,10 +1849,12 @@ pub fn load_layers(layers: Vec<Layer>) -> Result<Loaded, ConfigError> {
     let mut violations = Vec::new();
     let mut unknown = Vec::new();
     let mut unsupported = Vec::new();
+    let mut notes = Vec::new();
     let mut origins = BTreeMap::new();
     let mut builder = ::config::Config::builder();
 
     for layer in layers {
+        notes.extend(layer.notes);
         let mut checked = ::config::Map::new();
         for (key, value) in layer.values {
             let origin = value
@@ -1669,6 +1937,7 @@ pub fn load_layers(layers: Vec<Layer>) -> Result<Loaded, ConfigError> {
         origins,
         unknown,
         unsupported,
+        notes,
     };
     loaded.validate()?;
     Ok(loaded)
@@ -2743,6 +3012,667 @@ mod tests {
         assert_eq!(p["checkCRCOnRecover"], "true");
         assert_eq!(p["namesrvAddr"], "");
         assert_eq!(p.len(), known_keys().count());
+    }
+
+    // ---- Java properties files (broker.conf), CLI overrides, -p / -m ----------------------
+
+    fn manifest_path(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    }
+
+    fn cli(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        env(pairs)
+    }
+
+    /// Writes `text` to `<tempdir>/<name>`; returns the dir guard and the path.
+    fn temp_file(name: &str, text: &[u8]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn sample_broker_conf_loads_what_it_states() {
+        let path = manifest_path("config/broker.conf");
+        let text = std::fs::read_to_string(&path).unwrap();
+        // The sample keeps exercising the syntax it documents.
+        assert!(text.lines().any(|l| l.starts_with('!')), "a ! comment");
+        assert!(
+            text.lines().any(|l| l.starts_with("listenPort:")),
+            "a : separator"
+        );
+        assert!(text.contains("broker\\u002Da"), "a \\u escape");
+        assert!(text.lines().any(|l| l.ends_with(" \\")), "a continuation");
+
+        let loaded = load(Some(&path), &[]).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.broker.broker_cluster_name, "DefaultCluster");
+        assert_eq!(c.broker.broker_name, "broker-a");
+        assert_eq!(c.broker.broker_id, 0);
+        assert_eq!(c.broker.listen_port, 10911);
+        assert_eq!(c.store.ha_listen_port, 10912);
+        assert_eq!(c.store.broker_role, BrokerRole::AsyncMaster);
+        assert_eq!(c.store.flush_disk_type, FlushDiskType::AsyncFlush);
+        assert_eq!(c.store.delete_when, "04");
+        assert_eq!(c.store.file_reserved_time_hours, 48);
+        assert!(c.broker.auto_create_topic_enable && c.broker.auto_create_subscription_group);
+        assert_eq!(c.store.message_delay_level, DEFAULT_MESSAGE_DELAY_LEVEL);
+        assert_eq!(c.broker.namesrv_addr, None, "commented out");
+
+        let origin = path.display().to_string();
+        let set = [
+            "brokerClusterName",
+            "brokerName",
+            "brokerId",
+            "listenPort",
+            "brokerRole",
+            "flushDiskType",
+            "deleteWhen",
+            "fileReservedTime",
+            "autoCreateTopicEnable",
+            "autoCreateSubscriptionGroup",
+            "messageDelayLevel",
+        ];
+        for key in set {
+            assert_eq!(loaded.origin_of(key), origin, "{key}");
+        }
+        // Nothing else changed.
+        let (got, want) = (c.to_properties(), Config::default().to_properties());
+        for key in known_keys() {
+            if !set.contains(&key) && key != "haListenPort" {
+                assert_eq!(got[key], want[key], "{key} must keep its default");
+            }
+        }
+
+        assert_eq!(
+            loaded.unknown_keys(),
+            vec![format!("{origin}: exampleUnknownKey")]
+        );
+        assert_eq!(
+            loaded.warnings(),
+            vec![format!(
+                "{origin}: exampleUnknownKey: unknown key (ignored)"
+            )]
+        );
+    }
+
+    #[test]
+    fn conf_unknown_keys_warn_with_file_and_hint() {
+        let (_dir, path) = temp_file(
+            "broker.conf",
+            b"flushDiskTyp=SYNC_FLUSH\nbrokerip1=1.2.3.4\nsendMessageThreadPoolNums=16\n",
+        );
+        let loaded = load(Some(&path), &[]).unwrap();
+        let origin = path.display().to_string();
+        assert_eq!(
+            loaded.warnings(),
+            vec![
+                format!("{origin}: brokerip1: unknown key (ignored); did you mean brokerIP1?"),
+                format!(
+                    "{origin}: flushDiskTyp: unknown key (ignored); did you mean flushDiskType?"
+                ),
+                format!(
+                    "{origin}: sendMessageThreadPoolNums: RocketMQ setting that ActorMQ does not use (ignored)"
+                ),
+            ]
+        );
+        assert_eq!(loaded.config, Config::default());
+    }
+
+    #[test]
+    fn conf_layers_env_over_file_cli_over_both() {
+        let (_dir, path) = temp_file(
+            "broker.conf",
+            b"namesrvAddr = file:9876\nfileReservedTime = 48\nflushDiskType = ASYNC_FLUSH\n\
+              listenPort = 20911\nbrokerClusterName = FromFile\n",
+        );
+        let origin = path.display().to_string();
+        let e = env(&[
+            ("NAMESRV_ADDR", "env:9876"),
+            ("ACTORMQ_FLUSHDISKTYPE", "SYNC_FLUSH"),
+            ("ACTORMQ_fileReservedTime", "24"),
+        ]);
+
+        // Environment over file; the file's namesrvAddr over NAMESRV_ADDR.
+        let loaded = load(Some(&path), &e).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.broker.namesrv_addr.as_deref(), Some("file:9876"));
+        assert_eq!(loaded.origin_of("namesrvAddr"), origin);
+        assert_eq!(c.store.flush_disk_type, FlushDiskType::SyncFlush);
+        assert_eq!(c.store.file_reserved_time_hours, 24);
+        assert_eq!(
+            loaded.origin_of("fileReservedTime"),
+            "environment variable ACTORMQ_fileReservedTime"
+        );
+        assert_eq!(c.broker.listen_port, 20911);
+        assert_eq!(c.store.ha_listen_port, 20912);
+
+        // Command line (-n and key=value) over environment and file.
+        let overrides = cli(&[
+            ("namesrvAddr", "cli:9876"),
+            ("fileReservedTime", "12"),
+            ("brokerClusterName", " FromCli "),
+        ]);
+        let loaded = load_with_overrides(Some(&path), &e, &overrides).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.broker.namesrv_addr.as_deref(), Some("cli:9876"));
+        assert_eq!(c.store.file_reserved_time_hours, 12);
+        assert_eq!(c.broker.broker_cluster_name, "FromCli");
+        for key in ["namesrvAddr", "fileReservedTime", "brokerClusterName"] {
+            assert_eq!(loaded.origin_of(key), CLI_ORIGIN, "{key}");
+        }
+        assert_eq!(
+            c.store.flush_disk_type,
+            FlushDiskType::SyncFlush,
+            "env still applies"
+        );
+        assert_eq!(c.broker.listen_port, 20911, "file still applies");
+
+        // Without a file: -n over NAMESRV_ADDR; ACTORMQ_NAMESRVADDR between them.
+        let ns = env(&[("NAMESRV_ADDR", "env:9876")]);
+        let n = cli(&[("namesrvAddr", "cli:9876")]);
+        let got = |env: &[(String, String)], cli: &[(String, String)]| {
+            load_with_overrides(None, env, cli)
+                .unwrap()
+                .config
+                .broker
+                .namesrv_addr
+        };
+        assert_eq!(got(&ns, &[]).as_deref(), Some("env:9876"));
+        assert_eq!(got(&ns, &n).as_deref(), Some("cli:9876"));
+        let both = env(&[
+            ("NAMESRV_ADDR", "env:9876"),
+            ("ACTORMQ_NAMESRVADDR", "actormq:9876"),
+        ]);
+        assert_eq!(got(&both, &[]).as_deref(), Some("actormq:9876"));
+        assert_eq!(got(&both, &n).as_deref(), Some("cli:9876"));
+
+        // A later pair for the same key wins.
+        let c = load_with_overrides(
+            None,
+            &[],
+            &cli(&[("listenPort", "1000"), ("listenPort", "2000")]),
+        )
+        .unwrap()
+        .config;
+        assert_eq!(c.broker.listen_port, 2000);
+    }
+
+    #[test]
+    fn cli_overrides_are_checked_like_files() {
+        let err = load_with_overrides(None, &[], &cli(&[("listenPort", "abc")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "command line: listenPort = \"abc\": expected an integer"
+        );
+        let loaded = load_with_overrides(None, &[], &cli(&[("listenport", "1")])).unwrap();
+        assert_eq!(
+            loaded.warnings(),
+            vec!["command line: listenport: unknown key (ignored); did you mean listenPort?"]
+        );
+
+        assert_eq!(
+            parse_override("flushDiskType=SYNC_FLUSH").unwrap(),
+            ("flushDiskType".to_owned(), "SYNC_FLUSH".to_owned())
+        );
+        assert_eq!(
+            parse_override(" namesrvAddr = a:1;b:2=x ").unwrap(),
+            ("namesrvAddr".to_owned(), "a:1;b:2=x".to_owned())
+        );
+        assert_eq!(
+            parse_override("brokerIP1=").unwrap(),
+            ("brokerIP1".to_owned(), String::new())
+        );
+        for bad in ["flushDiskType", "=SYNC_FLUSH", " = x", ""] {
+            let err = parse_override(bad).unwrap_err();
+            assert!(
+                err.to_string().starts_with("command line: ")
+                    && err
+                        .to_string()
+                        .ends_with(": expected key=value, e.g. flushDiskType=SYNC_FLUSH"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn master_slave_examples_load_and_validate() {
+        let master_conf = manifest_path("config/2m-2s-async/broker-a.conf");
+        let slave_conf = manifest_path("config/2m-2s-async/broker-a-s.conf");
+        let master = load(Some(&master_conf), &[]).unwrap();
+        let slave = load(Some(&slave_conf), &[]).unwrap();
+        for (loaded, id, role) in [
+            (&master, 0, BrokerRole::AsyncMaster),
+            (&slave, 1, BrokerRole::Slave),
+        ] {
+            let c = &loaded.config;
+            assert!(loaded.warnings().is_empty(), "{:?}", loaded.warnings());
+            assert_eq!(c.broker.broker_cluster_name, "DefaultCluster");
+            assert_eq!(c.broker.broker_name, "broker-a");
+            assert_eq!(c.broker.broker_id, id);
+            assert_eq!(c.store.broker_role, role);
+            assert_eq!(c.store.flush_disk_type, FlushDiskType::AsyncFlush);
+            assert_eq!(c.store.delete_when, "04");
+            assert_eq!(c.store.file_reserved_time_hours, 48);
+            c.validate().unwrap();
+        }
+        assert!(slave.config.broker.broker_id > 0);
+        assert!(slave.config.store.broker_role.is_slave());
+        assert_eq!(
+            slave.origin_of("brokerRole"),
+            slave_conf.display().to_string()
+        );
+
+        // The TOML files say the same.
+        let master_toml = load(Some(&manifest_path("config/master.toml")), &[]).unwrap();
+        let slave_toml = load(Some(&manifest_path("config/slave.toml")), &[]).unwrap();
+        assert_eq!(master_toml.config, master.config);
+        assert_eq!(slave_toml.config, slave.config);
+        assert!(master_toml.warnings().is_empty() && slave_toml.warnings().is_empty());
+        assert_eq!(
+            master_toml.origins.keys().collect::<Vec<_>>(),
+            master.origins.keys().collect::<Vec<_>>()
+        );
+
+        // Uncommenting the one-host lines keeps both valid and their ports apart.
+        let uncomment = |p: &Path| -> String {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    l.strip_prefix('#')
+                        .filter(|r| r.starts_with(|c: char| c.is_ascii_lowercase()))
+                        .unwrap_or(l)
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let m = load_layers(vec![Layer::from_properties_str(
+            "m",
+            &uncomment(&master_conf),
+        )
+        .unwrap()])
+        .unwrap();
+        let s = load_layers(vec![Layer::from_properties_str(
+            "s",
+            &uncomment(&slave_conf),
+        )
+        .unwrap()])
+        .unwrap();
+        assert!(m.warnings().is_empty() && s.warnings().is_empty());
+        assert_ne!(
+            m.config.store.store_path_root_dir,
+            s.config.store.store_path_root_dir
+        );
+        let m_ports = [m.config.broker.listen_port, m.config.store.ha_listen_port];
+        let s_ports = [s.config.broker.listen_port, s.config.store.ha_listen_port];
+        assert!(m_ports.iter().all(|p| !s_ports.contains(p)));
+        assert_eq!(
+            s.config.store.ha_master_address.as_deref(),
+            Some(format!("127.0.0.1:{}", m.config.store.ha_listen_port).as_str())
+        );
+    }
+
+    #[test]
+    fn invalid_conf_values_name_file_key_value_rule() {
+        let cases: &[(&str, &str)] = &[
+            ("listenPort=abc", "listenPort = \"abc\": expected an integer"),
+            ("listenPort=", "listenPort = \"\": expected an integer"),
+            (
+                "listenPort=70000",
+                "listenPort = \"70000\": expected an integer in 0..=65535",
+            ),
+            (
+                "fileReservedTime=-1",
+                "fileReservedTime = \"-1\": expected a non-negative integer",
+            ),
+            (
+                "maxMessageSize : 4MB",
+                "maxMessageSize = \"4MB\": expected an integer",
+            ),
+            (
+                "checkCRCOnRecover yes",
+                "checkCRCOnRecover = \"yes\": expected true or false",
+            ),
+            (
+                "flushDiskType=SOMETIMES",
+                "flushDiskType = \"SOMETIMES\": expected ASYNC_FLUSH or SYNC_FLUSH",
+            ),
+            (
+                "brokerRole=LEADER",
+                "brokerRole = \"LEADER\": expected ASYNC_MASTER, SYNC_MASTER or SLAVE",
+            ),
+            (
+                "flushDiskType=\"SYNC_FLUSH\"",
+                "flushDiskType = \"\\\"SYNC_FLUSH\\\"\": expected ASYNC_FLUSH or SYNC_FLUSH",
+            ),
+            (
+                "diskMaxUsedSpaceRatio=99",
+                "diskMaxUsedSpaceRatio = 99: expected 10..=95 (percent)",
+            ),
+            (
+                "flushIntervalCommitLog=0",
+                "flushIntervalCommitLog = 0: expected > 0 (ms)",
+            ),
+            (
+                "transactionCheckMax=0",
+                "transactionCheckMax = 0: expected > 0",
+            ),
+            (
+                "mappedFileSizeCommitLog=5000\nmaxMessageSize=1000",
+                "mappedFileSizeCommitLog = 5000: expected a multiple of 4096 in 4096..=2147479552 (bytes)",
+            ),
+            (
+                "deleteWhen=04;25",
+                "deleteWhen = \"04;25\": expected hours of day 0..=23 separated by ';', e.g. \"04\" or \"04;16\"",
+            ),
+            (
+                "messageDelayLevel=1s \\\n 5x",
+                "messageDelayLevel = \"1s 5x\": level 2 \"5x\": expected a whole number followed by one \
+                 unit of s, m, h, d (e.g. \"30s\", \"2h\")",
+            ),
+            (
+                "brokerName=",
+                "brokerName = \"\": expected a non-empty name",
+            ),
+            (
+                "brokerId=1",
+                "brokerId = 1: expected 0 when brokerRole = ASYNC_MASTER (slaves use ids > 0)",
+            ),
+            (
+                "brokerRole=SLAVE\nbrokerId=0",
+                "brokerId = 0: expected > 0 when brokerRole = SLAVE (0 is the master's id)",
+            ),
+            (
+                "brokerIP1=my-host",
+                "brokerIP1 = \"my-host\": expected an IPv4 or IPv6 address (it is encoded into message ids)",
+            ),
+            (
+                "namesrvAddr=localhost",
+                "namesrvAddr = \"localhost\": expected host:port entries separated by ';', e.g. \
+                 \"127.0.0.1:9876;192.168.0.1:9876\" (bad entry \"localhost\")",
+            ),
+            (
+                "brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress=master",
+                "haMasterAddress = \"master\": expected host:port, e.g. \"192.168.0.1:10912\"",
+            ),
+            (
+                "haListenPort=10911",
+                "haListenPort = 10911: port already used by listenPort",
+            ),
+            (
+                "brokerPermission=8",
+                "brokerPermission = 8: expected 0..=7 (PermName bits READ=4, WRITE=2, INHERIT=1)",
+            ),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.conf");
+        let origin = path.display().to_string();
+        for (text, want) in cases {
+            std::fs::write(&path, format!("# bad value below\n{text}\n")).unwrap();
+            let err = load(Some(&path), &[]).unwrap_err();
+            assert_eq!(err.to_string(), format!("{origin}: {want}"), "for {text:?}");
+            let v = only_violation(err);
+            assert_eq!(v.origin, origin);
+        }
+
+        // Every bad value is reported, one line each, even when the environment overrides it.
+        std::fs::write(&path, "listenPort=x\nflushDiskType=NO\nbrokerIP1=h\n").unwrap();
+        let err = load(Some(&path), &env(&[("ACTORMQ_LISTENPORT", "1")])).unwrap_err();
+        assert_eq!(err.violations().len(), 2, "{err}");
+        let err = load(Some(&path), &[]).unwrap_err();
+        assert_eq!(err.to_string().lines().count(), 2, "{err}");
+        std::fs::write(&path, "flushDiskType=ASYNC_FLUSH\nbrokerIP1=h\n").unwrap();
+        let v = only_violation(load(Some(&path), &[]).unwrap_err());
+        assert_eq!(
+            (v.origin.as_str(), v.key.as_str()),
+            (origin.as_str(), "brokerIP1")
+        );
+    }
+
+    #[test]
+    fn conf_syntax_errors_name_file_and_line() {
+        let (_dir, path) = temp_file(
+            "broker.conf",
+            b"# comment\nbrokerName = a\nbrokerClusterName = \\\n   C\\u00G1\n",
+        );
+        let err = load(Some(&path), &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}:4: malformed \\uXXXX escape \"\\u00G1\": expected \\u followed by four hex digits",
+                path.display()
+            )
+        );
+        assert!(matches!(err, ConfigError::Source { .. }));
+
+        let err = load(Some(Path::new("/nonexistent/broker.conf")), &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("/nonexistent/broker.conf: cannot read: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn conf_duplicates_quotes_and_blanks() {
+        let (_dir, path) = temp_file(
+            "broker.conf",
+            b"brokerName=a\nbrokerName=b\t \nbrokerClusterName=\"C\"\n  listenPort   20911   \n",
+        );
+        let origin = path.display().to_string();
+        let loaded = load(Some(&path), &[]).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.broker.broker_name, "b", "the last one wins, trimmed");
+        assert_eq!(
+            c.broker.broker_cluster_name, "\"C\"",
+            "quotes are data, as in Java"
+        );
+        assert_eq!(c.broker.listen_port, 20911);
+        assert_eq!(
+            loaded.warnings(),
+            vec![
+                format!(
+                    "{origin}: brokerName: set on line 1 and again on line 2; the last one wins (as in RocketMQ)"
+                ),
+                format!(
+                    "{origin}: brokerClusterName: value \"C\" on line 3 is in quotes; in a .properties \
+                     file the quotes are part of the value (write brokerClusterName=C)"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn conf_in_latin1_reads_as_java_does() {
+        let (_dir, path) = temp_file("broker.properties", b"brokerName=caf\xe9\n");
+        let c = load(Some(&path), &[]).unwrap().config;
+        assert_eq!(c.broker.broker_name, "caf\u{e9}");
+        let (_dir, path) = temp_file("broker.conf", "\u{feff}brokerName=café\n".as_bytes());
+        let loaded = load(Some(&path), &[]).unwrap();
+        assert_eq!(loaded.config.broker.broker_name, "café");
+        assert!(loaded.warnings().is_empty());
+    }
+
+    #[test]
+    fn file_format_by_extension_then_content() {
+        use ConfigFileFormat::*;
+        for (name, want) in [
+            ("broker.conf", Some(Properties)),
+            ("BROKER.CONF", Some(Properties)),
+            ("a/b.properties", Some(Properties)),
+            ("broker.toml", Some(Toml)),
+            ("broker.Toml", Some(Toml)),
+            ("broker", None),
+            ("broker.cfg", None),
+        ] {
+            assert_eq!(
+                ConfigFileFormat::from_extension(Path::new(name)),
+                want,
+                "{name}"
+            );
+        }
+        let other = Path::new("broker.cfg");
+        assert_eq!(
+            ConfigFileFormat::detect(Path::new("x.conf"), "a = \"b\""),
+            Properties
+        );
+        assert_eq!(ConfigFileFormat::detect(Path::new("x.toml"), "a = b"), Toml);
+        for (text, want) in [
+            ("brokerName = broker-a\nlistenPort = 10911", Properties),
+            ("brokerName: a", Properties),
+            ("! comment\nlistenPort = 1", Properties),
+            ("brokerName = \"broker-a\"\nlistenPort = 10911", Toml),
+            ("listenPort = 10911\nautoCreateTopicEnable = true", Toml),
+            ("[store]\nx = 1", Toml),
+            ("brokerName = \"unterminated", Toml),
+            ("", Toml),
+        ] {
+            assert_eq!(ConfigFileFormat::detect(other, text), want, "{text:?}");
+        }
+
+        // A file without a known extension loads in the detected format.
+        let (_d1, props) = temp_file(
+            "broker.cfg",
+            b"brokerName = from-props\nlistenPort : 1234\n",
+        );
+        let (_d2, toml) = temp_file("broker", b"brokerName = \"from-toml\"\nlistenPort = 1234\n");
+        let a = load(Some(&props), &[]).unwrap().config;
+        let b = load(Some(&toml), &[]).unwrap().config;
+        assert_eq!(
+            (a.broker.broker_name.as_str(), a.broker.listen_port),
+            ("from-props", 1234)
+        );
+        assert_eq!(
+            (b.broker.broker_name.as_str(), b.broker.listen_port),
+            ("from-toml", 1234)
+        );
+        // TOML syntax errors stay TOML errors.
+        let (_d3, bad) = temp_file("broker", b"brokerName = \"x\nlistenPort = 1\n");
+        assert!(matches!(
+            load(Some(&bad), &[]),
+            Err(ConfigError::Source { .. })
+        ));
+    }
+
+    #[test]
+    fn print_config_items_all_keys_and_reloads() {
+        let loaded = load_with_overrides(
+            Some(&manifest_path("config/broker.conf")),
+            &[],
+            &cli(&[
+                ("namesrvAddr", "127.0.0.1:9876;10.0.0.1:9876"),
+                ("storePathRootDir", "/data/my store"),
+                ("brokerIP1", "10.0.0.5"),
+            ]),
+        )
+        .unwrap();
+        let cfg = &loaded.config;
+        let out = print_config_items(cfg, false);
+
+        let keys_in = |text: &str| -> Vec<String> {
+            properties::parse(text)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.key)
+                .collect()
+        };
+        let mut printed = keys_in(&out);
+        let broker_first = printed.clone();
+        printed.sort();
+        let all: Vec<String> = known_keys().map(str::to_owned).collect();
+        assert_eq!(printed, all, "-p prints every key exactly once");
+        assert!(out.starts_with("# BrokerConfig\n"), "{out}");
+        assert!(out.contains("\n\n# MessageStoreConfig\n"), "{out}");
+        // Grouped, then sorted within each group.
+        let split = broker_first
+            .iter()
+            .position(|k| registry().kind(k).0 == Part::Store)
+            .unwrap();
+        let (broker, store) = broker_first.split_at(split);
+        assert!(broker.iter().all(|k| registry().kind(k).0 == Part::Broker));
+        assert!(store.iter().all(|k| registry().kind(k).0 == Part::Store));
+        assert!(broker.is_sorted() && store.is_sorted());
+
+        for line in [
+            "brokerName=broker-a",
+            "namesrvAddr=127.0.0.1:9876;10.0.0.1:9876",
+            "storePathRootDir=/data/my store",
+            "fileReservedTime=48",
+            "flushDiskType=ASYNC_FLUSH",
+            "storePathCommitLog=",
+            "messageDelayLevel=1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        ] {
+            assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+        }
+
+        // The output is a broker.conf that loads back to the same settings.
+        let again =
+            load_layers(vec![Layer::from_properties_str("printed", &out).unwrap()]).unwrap();
+        assert_eq!(&again.config, cfg);
+        assert!(again.warnings().is_empty(), "{:?}", again.warnings());
+
+        // -m: the important keys only.
+        let important = print_config_items(cfg, true);
+        let mut got = keys_in(&important);
+        got.sort();
+        let mut want: Vec<String> = IMPORTANT_KEYS.iter().map(|k| (*k).to_owned()).collect();
+        want.sort();
+        assert_eq!(got, want);
+        for key in [
+            "namesrvAddr",
+            "brokerClusterName",
+            "brokerName",
+            "brokerId",
+            "brokerRole",
+            "flushDiskType",
+            "listenPort",
+            "storePathRootDir",
+            "storePathCommitLog",
+            "mappedFileSizeCommitLog",
+            "deleteWhen",
+            "fileReservedTime",
+            "brokerIP1",
+            "autoCreateTopicEnable",
+        ] {
+            assert!(got.iter().any(|k| k == key), "-m must print {key}");
+        }
+        for key in [
+            "maxHashSlotNum",
+            "haHousekeepingInterval",
+            "compressedRegister",
+        ] {
+            assert!(!got.iter().any(|k| k == key), "-m must not print {key}");
+        }
+        assert!(important
+            .lines()
+            .all(|l| l.starts_with('#') || l.is_empty() || out.lines().any(|full| full == l)));
+        assert!(important.len() < out.len());
+    }
+
+    #[test]
+    fn important_keys_are_known_and_unique() {
+        let set: BTreeSet<&str> = IMPORTANT_KEYS.iter().copied().collect();
+        assert_eq!(set.len(), IMPORTANT_KEYS.len());
+        for key in IMPORTANT_KEYS {
+            assert!(known_keys().any(|k| k == *key), "{key} is not a key");
+        }
+    }
+
+    #[test]
+    fn printed_values_are_escaped() {
+        let mut cfg = Config::default();
+        cfg.broker.broker_name = " lead\\tab\tcafé\n".to_owned();
+        let out = print_config_items(&cfg, true);
+        assert!(out.is_ascii());
+        assert!(
+            out.contains("brokerName=\\ lead\\\\tab\\tcaf\\u00E9\\n\n"),
+            "{out}"
+        );
+        let parsed = properties::parse(&out).unwrap();
+        let name = parsed.iter().find(|e| e.key == "brokerName").unwrap();
+        assert_eq!(name.value, cfg.broker.broker_name);
     }
 
     proptest! {

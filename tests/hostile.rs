@@ -392,10 +392,11 @@ fn attacks(target: Target, round: u64) -> Vec<Attack> {
     let valid = encoded(&send_request("HostileTruncated", 0, vec![b'x'; 300]).with_opaque(5));
     let half = valid.get(..valid.len() / 2).unwrap_or_default().to_vec();
 
+    // One byte over the limit: refused from its first word, the rest never comes.
     let mut over_limit = ((MAX_FRAME_BYTES - 4 + 1) as i32).to_be_bytes().to_vec();
     over_limit.extend_from_slice(&(json_header.len() as u32).to_be_bytes());
-    over_limit.extend_from_slice(json_header); // the rest of the 16 MiB never comes
-                                               // A frame exactly at the limit: legal, so the server waits for the rest, which never comes.
+    over_limit.extend_from_slice(json_header);
+    // Exactly at the limit: legal, so the server waits for the rest, which never comes.
     let mut at_limit = ((MAX_FRAME_BYTES - 4) as i32).to_be_bytes().to_vec();
     at_limit.extend_from_slice(&(json_header.len() as u32).to_be_bytes());
     at_limit.extend_from_slice(json_header);

@@ -133,7 +133,11 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     if args.flush == "sync" {
         return run_sync_flush_bench(args).await;
     }
-    anyhow::ensure!(args.flush == "async", "--flush must be async or sync, not {:?}", args.flush);
+    anyhow::ensure!(
+        args.flush == "async",
+        "--flush must be async or sync, not {:?}",
+        args.flush
+    );
     let tmp;
     let root = match &args.dir {
         Some(d) => d.clone(),
@@ -276,7 +280,11 @@ async fn time_abnormal_recovery(params: StoreParams) -> anyhow::Result<(u64, u64
     let started = Instant::now();
     let store = Store::open_with(params, Arc::new(SystemClock), None, true).await?;
     let ms = started.elapsed().as_millis() as u64;
-    let r = (store.report.commit_log_end, store.report.records_scanned, ms);
+    let r = (
+        store.report.commit_log_end,
+        store.report.records_scanned,
+        ms,
+    );
     store.shutdown().await?;
     Ok(r)
 }
@@ -285,7 +293,11 @@ async fn time_abnormal_recovery(params: StoreParams) -> anyhow::Result<(u64, u64
 fn bare_fdatasync(dir: &std::path::Path, size: usize, n: usize) -> anyhow::Result<(f64, f64)> {
     use std::io::Write;
     let path = dir.join("fdatasync-baseline");
-    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)?;
     let buf = vec![0x5Au8; size];
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     for _ in 0..n {
@@ -296,7 +308,10 @@ fn bare_fdatasync(dir: &std::path::Path, size: usize, n: usize) -> anyhow::Resul
     }
     drop(f);
     std::fs::remove_file(&path)?;
-    Ok((hist.value_at_quantile(0.5) as f64, hist.value_at_quantile(0.99) as f64))
+    Ok((
+        hist.value_at_quantile(0.5) as f64,
+        hist.value_at_quantile(0.99) as f64,
+    ))
 }
 
 /// SYNC_FLUSH: for each concurrency, producers append one message at a time for `--seconds`,
@@ -328,8 +343,14 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
         params.warm_mapped_files = args.warm;
         let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
         let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
-        let f0 = store.state().group_flushes.load(std::sync::atomic::Ordering::Relaxed);
-        let w0 = store.state().group_waiters.load(std::sync::atomic::Ordering::Relaxed);
+        let f0 = store
+            .state()
+            .group_flushes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let w0 = store
+            .state()
+            .group_waiters
+            .load(std::sync::atomic::Ordering::Relaxed);
         let started = Instant::now();
         let mut tasks = Vec::new();
         for p in 0..c {
@@ -337,12 +358,22 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             let body = body.clone();
             let queues = args.queues.max(1) as u64;
             tasks.push(actix_rt::spawn(async move {
-                let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
+                let mut hist =
+                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
                 let (mut n, mut errors, mut timeouts) = (0u64, 0u64, 0u64);
                 while Instant::now() < deadline {
                     let seq = ((p as u64) << 32) | n;
                     let t = Instant::now();
-                    match store.put(message("BenchSync", (seq % queues) as i32, &body, seq, host)).await {
+                    match store
+                        .put(message(
+                            "BenchSync",
+                            (seq % queues) as i32,
+                            &body,
+                            seq,
+                            host,
+                        ))
+                        .await
+                    {
                         Ok(ok) if ok.status == actormq_core::store::status::PutStatus::PutOk => {}
                         Ok(_) => timeouts += 1,
                         Err(_) => errors += 1,
@@ -363,8 +394,16 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             timeouts += to;
         }
         let secs = started.elapsed().as_secs_f64();
-        let flushes = store.state().group_flushes.load(std::sync::atomic::Ordering::Relaxed) - f0;
-        let waiters = store.state().group_waiters.load(std::sync::atomic::Ordering::Relaxed) - w0;
+        let flushes = store
+            .state()
+            .group_flushes
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - f0;
+        let waiters = store
+            .state()
+            .group_waiters
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - w0;
         anyhow::ensure!(errors == 0, "{errors} appends failed at {c} producers");
         let rate = total as f64 / secs;
         let fps = flushes as f64 / secs;
@@ -375,7 +414,11 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             hist.value_at_quantile(0.5),
             rate / (fps * batch).max(1e-9),
             p99 / bare_p99.max(1.0),
-            if timeouts > 0 { format!("  ({timeouts} FLUSH_DISK_TIMEOUT)") } else { String::new() }
+            if timeouts > 0 {
+                format!("  ({timeouts} FLUSH_DISK_TIMEOUT)")
+            } else {
+                String::new()
+            }
         ));
         store.shutdown().await?;
         drop(store);
@@ -397,7 +440,10 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
 
 pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
     if let Some(t) = &r.sync_table {
-        println!("bench store --flush sync: size={} queues={} seconds per run={}", args.size, args.queues, args.seconds);
+        println!(
+            "bench store --flush sync: size={} queues={} seconds per run={}",
+            args.size, args.queues, args.seconds
+        );
         print!("{t}");
         return;
     }

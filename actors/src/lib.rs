@@ -2,6 +2,7 @@
 //! binary's commands.
 //!
 //! * [`metered`] — the mechanism that gives every actor mailbox metrics.
+//! * [`metrics`] — the broker's Prometheus `/metrics` endpoint (RocketMQ 5 names and labels).
 //! * [`store`] — the store actors (writer, allocator, flusher, reput, ConsumeQueue and index
 //!   builders, schedule delivery) and the [`store::Store`] handle.
 //! * [`bench`] — `actormq bench store`.
@@ -11,6 +12,7 @@ pub mod bench_wire;
 pub mod broker;
 pub mod fsutil;
 pub mod metered;
+pub mod metrics;
 pub mod namesrv;
 pub mod remoting;
 pub mod store;

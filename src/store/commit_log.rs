@@ -239,6 +239,9 @@ impl CommitLog {
                         )
                     };
                     f.publish_wrote(size);
+                    // The file is full now, even if the next file cannot be had: a retry must go
+                    // straight to the next file, never write over the published blank.
+                    self.cur_pos = size;
                 }
                 f.file_from_offset() + size
             }
@@ -816,5 +819,59 @@ mod walk_tests {
         })
         .unwrap();
         assert_eq!((n, end), (1, a.end_offset()));
+    }
+}
+
+#[cfg(test)]
+mod roll_failure_tests {
+    use super::*;
+    use crate::format::record::body_crc;
+
+    #[test]
+    fn a_failed_roll_leaves_the_full_file_alone_and_a_retry_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        let cfg = CommitLogConfig {
+            file_size: 4096,
+            max_message_size: 4096,
+            warm: Warm::No,
+        };
+        let mut cl = CommitLog::new(cfg, files);
+        let m = |n: usize| {
+            let body = bytes::Bytes::from(vec![1u8; n]);
+            NewMessage {
+                topic: "T".into(),
+                queue_id: 0,
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 0,
+                born_host: "127.0.0.1:1".parse().unwrap(),
+                store_host: "127.0.0.1:2".parse().unwrap(),
+                reconsume_times: 0,
+                prepared_tx_offset: 0,
+                body_crc: body_crc(&body),
+                body,
+                properties: String::new(),
+            }
+        };
+        cl.append(&m(3000), 1).unwrap();
+        // Make the next file impossible to create: a directory squats on its name.
+        std::fs::create_dir(dir.path().join(crate::offset::file_name_of(4096))).unwrap();
+        let e = cl.append(&m(2000), 1).unwrap_err();
+        assert_eq!(e.status, PutStatus::CreateMappedFileFailed);
+        // A small message must not be written over the published blank of the full file.
+        assert!(cl.append(&m(10), 1).is_err());
+        std::fs::remove_dir(dir.path().join(crate::offset::file_name_of(4096))).unwrap();
+        let ok = cl.append(&m(10), 1).unwrap();
+        assert_eq!(
+            ok.phy_offset,
+            PhyOffset(4096),
+            "the retry goes to the next file"
+        );
+        assert_eq!(
+            ok.queue_offset,
+            QueueOffset(1),
+            "failed appends took no queue offset"
+        );
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! [`start`] brings a broker up in this order: take the store lock → open and recover the store →
 //! load metadata → start the client registry, long polling and request processor → listen →
-//! start (or not) the embedded name server → register with the name servers. [`BrokerHandle::stop`]
-//! reverses it: stop accepting, unregister, persist metadata, flush and close the store, remove the
-//! abort file, release the lock.
+//! start (or not) the embedded name server → serve `/metrics` ([`crate::metrics`]) → register with
+//! the name servers. [`BrokerHandle::stop`] reverses it: stop accepting (requests and scrapes),
+//! unregister, persist metadata, flush and close the store, remove the abort file, release the
+//! lock.
 
 pub mod clients;
 pub mod metadata;
@@ -26,6 +27,7 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 
 use crate::metered::{start_on, ActorRef};
+use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, RequestMeters, ScrapeSources};
 use crate::namesrv::{start_namesrv, NamesrvHandle, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
 use crate::remoting::server::serve;
 use crate::store::{Store, StoreParams};
@@ -47,6 +49,9 @@ pub struct BrokerOptions {
 
 pub struct BrokerHandle {
     pub broker_addr: SocketAddr,
+    /// Where `GET /metrics` answers (`metricsPromExporterPort` on the advertised address).
+    pub metrics_addr: Option<SocketAddr>,
+    metrics: Option<MetricsServer>,
     pub namesrv: Option<NamesrvHandle>,
     pub namesrv_addrs: Vec<String>,
     store: Rc<Store>,
@@ -120,6 +125,8 @@ pub async fn start(
         .with_context(|| format!("cannot listen on {bind_ip}:{} (listenPort)", b.listen_port))?;
     let port = listener.local_addr()?.port();
     let store_host = SocketAddr::new(ip, port);
+    let metrics_listener =
+        MetricsServer::bind(SocketAddr::new(bind_ip, b.metrics_prom_exporter_port))?;
 
     // Name servers: configured ones, or an embedded one.
     let mut namesrv = None;
@@ -185,6 +192,19 @@ pub async fn start(
     let pull_hold = start_on(None, PullHold::new(store.reader().clone()));
     let _ = hold_cell.set(pull_hold.clone());
 
+    let metrics = BrokerMetrics::new(BrokerLabels {
+        cluster: b.broker_cluster_name.clone(),
+        broker_name: b.broker_name.clone(),
+    });
+    let scrape = ScrapeSources {
+        metrics: metrics.clone(),
+        reader: store.reader().clone(),
+        state: store.state().clone(),
+        store_root: root.clone(),
+        meta: meta_ref.clone(),
+        meta_view: meta_view.clone(),
+        clients: clients.clone(),
+    };
     let sc = &cfg.store;
     let core = BrokerCore {
         store: store.clone(),
@@ -212,10 +232,12 @@ pub async fn start(
         store_host,
         boot_ms: clock.now_ms(),
         stats: Default::default(),
+        metrics: RequestMeters::new(metrics),
     };
     let processor: Rc<dyn crate::remoting::server::Processor> =
         Rc::new(BrokerProcessor(Rc::new(core)));
     let accept = actix_rt::spawn(serve(listener, processor));
+    let metrics_server = MetricsServer::start(metrics_listener, ip, scrape)?;
     registrar.try_notify(RegisterNow);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -228,6 +250,8 @@ pub async fn start(
     );
     Ok(BrokerHandle {
         broker_addr: store_host,
+        metrics_addr: Some(metrics_server.addr),
+        metrics: Some(metrics_server),
         namesrv,
         namesrv_addrs,
         store,
@@ -244,6 +268,9 @@ impl BrokerHandle {
     /// remove the abort file so the next start takes the normal recovery path.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.accept.abort();
+        if let Some(m) = &self.metrics {
+            m.stop().await;
+        }
         if let Some(n) = &self.namesrv {
             n.stop_accepting();
         }

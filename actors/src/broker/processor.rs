@@ -68,6 +68,8 @@ pub struct BrokerCore {
     pub store_host: SocketAddr,
     pub boot_ms: i64,
     pub stats: Stats,
+    /// `/metrics` counters of the request path (messages and bytes in and out, RPC latency).
+    pub metrics: Rc<crate::metrics::RequestMeters>,
 }
 
 #[derive(Default)]
@@ -154,6 +156,22 @@ fn status_name(s: GetStatus) -> &'static str {
 
 impl Processor for BrokerProcessor {
     fn process(&self, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled {
+        let (code, oneway, started) = (req.code, req.is_oneway(), Instant::now());
+        let handled = self.dispatch(req, conn, resumed);
+        crate::metrics::time_request(&self.0.metrics, code, oneway, resumed, started, handled)
+    }
+
+    fn connection_closed(&self, conn: &ConnInfo) {
+        let clients = self.0.clients.clone();
+        let id = conn.id;
+        actix_rt::spawn(async move {
+            let _ = clients.send(clients::ConnectionClosed(id)).await;
+        });
+    }
+}
+
+impl BrokerProcessor {
+    fn dispatch(&self, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled {
         let core = &self.0;
         match req.code {
             rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => {
@@ -182,14 +200,6 @@ impl Processor for BrokerProcessor {
                 format!(" request type {code} not supported"),
             )),
         }
-    }
-
-    fn connection_closed(&self, conn: &ConnInfo) {
-        let clients = self.0.clients.clone();
-        let id = conn.id;
-        actix_rt::spawn(async move {
-            let _ = clients.send(clients::ConnectionClosed(id)).await;
-        });
     }
 }
 
@@ -374,6 +384,8 @@ impl BrokerCore {
                     Ok((ok, offsets)) => {
                         Stats::add(&self.stats.put_msgs, n);
                         Stats::add(&self.stats.put_bytes, bytes);
+                        let kind = crate::metrics::message_type(&h.properties);
+                        self.metrics.messages_in(&h.topic, kind, n, bytes);
                         let ids: Vec<String> = offsets
                             .iter()
                             .map(|o| offset_msg_id(self.store_host, o.0 as i64))
@@ -395,6 +407,8 @@ impl BrokerCore {
                     Ok(ok) => {
                         Stats::add(&self.stats.put_msgs, 1);
                         Stats::add(&self.stats.put_bytes, bytes);
+                        let kind = crate::metrics::message_type(&h.properties);
+                        self.metrics.messages_in(&h.topic, kind, 1, bytes);
                         let mut hdr = SendMessageResponseHeader::new(
                             offset_msg_id(self.store_host, ok.phy_offset.0 as i64),
                             queue_id,
@@ -557,6 +571,9 @@ impl BrokerCore {
             }
             Stats::add(&self.stats.got_msgs, r.messages.len() as u64);
             Stats::add(&self.stats.got_bytes, r.total_bytes as u64);
+            let (n, bytes) = (r.messages.len() as u64, r.total_bytes as u64);
+            self.metrics
+                .messages_out(&h.topic, &h.consumer_group, n, bytes);
             resp = resp.with_body(body.freeze());
         }
         Handled::Reply(resp)

@@ -289,8 +289,10 @@ impl GroupCommitter {
                 let (done, pending): (Vec<_>, Vec<_>) =
                     self.waiters.drain(..).partition(|(end, _)| *end <= flushed);
                 let st = &self.core.state;
-                st.group_flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                st.group_waiters.fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                st.group_flushes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                st.group_waiters
+                    .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 for (_, tx) in done {
                     let _ = tx.send(Ok(()));
                 }

@@ -574,7 +574,15 @@ impl Store {
 
     /// Clean stop: wait for dispatch to catch up, flush everything, stop every actor.
     pub async fn shutdown(&self) -> std::io::Result<()> {
-        let end = self.max_offset();
+        // Refuse new appends first; the writer's mailbox is FIFO, so once it answers a state
+        // query every append it accepted is in the CommitLog, and `end` covers all of them.
+        self.state.stopping.store(Some(Arc::new(
+            "the broker is shutting down; send to another broker".to_string(),
+        )));
+        let end = match self.writer.send(writer::GetWriterState).await {
+            Ok(s) => s.max_offset,
+            Err(_) => self.max_offset(),
+        };
         if !self.wait_dispatched(end, Duration::from_secs(30)).await {
             tracing::warn!(
                 dispatched = self.dispatched_offset().0,

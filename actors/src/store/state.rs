@@ -23,6 +23,9 @@ pub struct StoreState {
     /// Set (with the reason) while the disk is over `diskSpaceWarningLevelRatio`; cleared when
     /// space returns.
     pub disk_full: ArcSwapOption<String>,
+    /// Set by `Store::shutdown` before it flushes: appends after this point are refused, so the
+    /// final flush and dispatch cover everything that was acknowledged.
+    pub stopping: ArcSwapOption<String>,
     /// GroupCommitter: flushes that answered waiters, and how many waiters they answered (the
     /// mean group-commit batch is their ratio).
     pub group_flushes: AtomicU64,
@@ -35,6 +38,9 @@ impl StoreState {
     }
     /// Why writes are refused now, if they are.
     pub fn refusal(&self) -> Option<String> {
+        if let Some(r) = self.stopping.load_full() {
+            return Some(r.to_string());
+        }
         if let Some(r) = self.read_only.load_full() {
             return Some(format!("the store is read-only: {r}"));
         }

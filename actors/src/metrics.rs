@@ -1,0 +1,796 @@
+//! The broker's Prometheus endpoint: `GET /metrics` on `metricsPromExporterPort`, in the
+//! Prometheus text format, with RocketMQ 5's metric names and labels (ECOSYSTEM A.1, "Metrics,
+//! route 2") so existing Grafana boards and alerts work unchanged.
+//!
+//! Three sources are rendered into one page:
+//!
+//! * the actor mailbox series of [`crate::metered::registry`] (`actormq_actor_*{actor}`), which
+//!   every running actor has with no code here;
+//! * counters and histograms updated on the request path ([`BrokerMetrics`], through the
+//!   per-connection-thread [`RequestMeters`]): `rocketmq_messages_in_total`,
+//!   `rocketmq_messages_out_total`, `rocketmq_throughput_in_total`,
+//!   `rocketmq_throughput_out_total`, `rocketmq_message_size`, `rocketmq_rpc_latency`;
+//! * gauges computed at scrape time ([`ScrapeSources`]) from the lock-free views (store positions,
+//!   metadata snapshot, mailbox probes) and by asking the owning actors (committed offsets from
+//!   `Metadata`, connections from `ClientRegistry`): `rocketmq_processor_watermark`,
+//!   `rocketmq_storage_*`, `rocketmq_consumer_lag_messages`, `rocketmq_*_connections`,
+//!   `rocketmq_topic_number`, `rocketmq_consumer_group_number`.
+//!
+//! Every broker metric carries RocketMQ's base labels `cluster`, `node_type="broker"` and
+//! `node_id=<brokerName>` (as constant labels: no cost per observation). The actor series are
+//! process-wide and carry only `actor`.
+//!
+//! Hot path: a counter update is a hash lookup by `&str` in a cache owned by the connection
+//! thread plus a few atomic adds; labelled children are created (and allocate) only the first
+//! time a topic, a (topic, group) pair or a (request, response) code pair is seen.
+//!
+//! Scrape-time gauges are built into a fresh registry per scrape, so a topic or group that went
+//! away leaves no stale series and concurrent scrapes cannot see each other's half-built state.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use actormq_core::format::properties::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use actormq_core::meta::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
+use actormq_core::offset::PhyOffset;
+use actormq_core::protocol::codes::{request_code_name, response_code_name};
+use actormq_core::store::reader::StoreReader;
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
+
+use crate::broker::clients::{ClientRegistry, GetConnections};
+use crate::broker::metadata::{GetOffsets, MetaView, Metadata};
+use crate::metered::{self, ActorRef};
+use crate::remoting::server::Handled;
+use crate::store::state::StoreState;
+
+/// How long a scrape waits for an actor's answer (offsets, connections) before leaving those
+/// series out of this page rather than hanging the scraper.
+pub const ACTOR_ASK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `rocketmq_message_size` buckets: 1 KiB, 4 KiB, 512 KiB, 1 MiB, 2 MiB, 4 MiB (RocketMQ 5).
+const SIZE_BUCKETS: [f64; 6] = [
+    1024.0,
+    4096.0,
+    512.0 * 1024.0,
+    1024.0 * 1024.0,
+    2.0 * 1024.0 * 1024.0,
+    4.0 * 1024.0 * 1024.0,
+];
+/// `rocketmq_rpc_latency` buckets in milliseconds (RocketMQ 5).
+const RPC_MS_BUCKETS: [f64; 7] = [1.0, 3.0, 5.0, 10.0, 100.0, 1000.0, 3000.0];
+
+/// `rocketmq_processor_watermark{processor}`: RocketMQ's request-queue names, each mapped to
+/// the actor whose mailbox plays that queue's role here. RocketMQ processors with no queue of
+/// their own here (query_message is answered lock-free from the index; no transactions, no pop
+/// `ack`, no `reply`) have no series.
+pub const WATERMARKS: &[(&str, &str)] = &[
+    ("send", "commitlog_writer"),
+    ("pull", "pull_hold"),
+    ("lite_pull", "pull_hold"),
+    ("heartbeat", "client_registry"),
+    ("client_manager", "client_registry"),
+    ("consumer_manager", "metadata"),
+    ("admin", "metadata"),
+];
+
+/// RocketMQ's `TopicMessageType`, as its metrics spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageType {
+    Normal = 0,
+    Fifo = 1,
+    Delay = 2,
+    Transaction = 3,
+}
+
+impl MessageType {
+    pub fn label(self) -> &'static str {
+        match self {
+            MessageType::Normal => "normal",
+            MessageType::Fifo => "fifo",
+            MessageType::Delay => "delay",
+            MessageType::Transaction => "transaction",
+        }
+    }
+}
+
+/// The message type of a send, from its properties, in RocketMQ 5's order
+/// (`BrokerMetricsManager.getMessageType`): prepared transaction, then sharding key (FIFO), then
+/// any delay or timer property. One pass over the properties, no allocation.
+pub fn message_type(props: &str) -> MessageType {
+    let (mut fifo, mut delay) = (false, false);
+    for entry in props.split(PROPERTY_SEPARATOR) {
+        let Some((k, v)) = entry.split_once(NAME_VALUE_SEPARATOR) else {
+            continue;
+        };
+        match k {
+            "TRAN_MSG" if v.eq_ignore_ascii_case("true") => return MessageType::Transaction,
+            "__SHARDINGKEY" => fifo = true,
+            "DELAY" | "__STARTDELIVERTIME" | "TIMER_DELIVER_MS" | "TIMER_DELAY_SEC"
+            | "TIMER_DELAY_MS" => delay = true,
+            _ => {}
+        }
+    }
+    if fifo {
+        MessageType::Fifo
+    } else if delay {
+        MessageType::Delay
+    } else {
+        MessageType::Normal
+    }
+}
+
+/// RocketMQ's `TopicValidator.isSystemTopic`, plus the topics a broker adds to that set at start
+/// (its cluster name, its broker name and the cluster's reply topic).
+fn is_system_topic(topic: &str, extra: &[String]) -> bool {
+    const SYSTEM: &[&str] = &[
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "SCHEDULE_TOPIC_XXXX_V2",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    ];
+    SYSTEM.contains(&topic) || topic.starts_with("rmq_sys_") || extra.iter().any(|t| t == topic)
+}
+
+/// RocketMQ's `MixAll.isSysConsumerGroup`.
+fn is_system_group(group: &str) -> bool {
+    group.starts_with("CID_RMQ_SYS_")
+}
+
+fn bool_label(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
+/// The broker's identity in its metrics.
+#[derive(Clone, Debug)]
+pub struct BrokerLabels {
+    pub cluster: String,
+    pub broker_name: String,
+}
+
+impl BrokerLabels {
+    fn const_labels(&self) -> HashMap<String, String> {
+        HashMap::from([
+            ("cluster".to_string(), self.cluster.clone()),
+            ("node_type".to_string(), "broker".to_string()),
+            ("node_id".to_string(), self.broker_name.clone()),
+        ])
+    }
+    /// Topics this broker treats as system topics besides RocketMQ's fixed set.
+    fn system_topics(&self) -> Vec<String> {
+        vec![
+            self.cluster.clone(),
+            self.broker_name.clone(),
+            format!("{}_REPLY_TOPIC", self.cluster),
+        ]
+    }
+}
+
+/// Counters and histograms updated on the request path. `Send + Sync`: the scrape handler
+/// (another thread) gathers them.
+pub struct BrokerMetrics {
+    labels: BrokerLabels,
+    registry: Registry,
+    messages_in: IntCounterVec,
+    throughput_in: IntCounterVec,
+    message_size: HistogramVec,
+    messages_out: IntCounterVec,
+    throughput_out: IntCounterVec,
+    rpc_latency: HistogramVec,
+}
+
+impl BrokerMetrics {
+    pub fn new(labels: BrokerLabels) -> Arc<BrokerMetrics> {
+        let base = labels.const_labels();
+        let opts = |name: &str, help: &str| Opts::new(name, help).const_labels(base.clone());
+        let in_labels = &["topic", "message_type", "is_system"];
+        let out_labels = &["topic", "consumer_group", "is_retry", "is_system"];
+        let counter = |name: &str, help: &str, l: &[&str]| {
+            IntCounterVec::new(opts(name, help), l).expect("valid metric")
+        };
+        let m = BrokerMetrics {
+            messages_in: counter(
+                "rocketmq_messages_in_total",
+                "Messages stored by producer sends",
+                in_labels,
+            ),
+            throughput_in: counter(
+                "rocketmq_throughput_in_total",
+                "Message body bytes stored by producer sends",
+                in_labels,
+            ),
+            message_size: HistogramVec::new(
+                HistogramOpts::new("rocketmq_message_size", "Body size of sent messages, bytes")
+                    .const_labels(base.clone())
+                    .buckets(SIZE_BUCKETS.to_vec()),
+                &["topic", "message_type"],
+            )
+            .expect("valid metric"),
+            messages_out: counter(
+                "rocketmq_messages_out_total",
+                "Messages delivered to consumers by pulls",
+                out_labels,
+            ),
+            throughput_out: counter(
+                "rocketmq_throughput_out_total",
+                "Bytes of stored messages delivered to consumers by pulls",
+                out_labels,
+            ),
+            rpc_latency: HistogramVec::new(
+                HistogramOpts::new(
+                    "rocketmq_rpc_latency",
+                    "Time from handing a request to the processor to its response, milliseconds",
+                )
+                .const_labels(base.clone())
+                .buckets(RPC_MS_BUCKETS.to_vec()),
+                &[
+                    "protocol_type",
+                    "request_code",
+                    "response_code",
+                    "is_long_polling",
+                    "result",
+                ],
+            )
+            .expect("valid metric"),
+            registry: Registry::new(),
+            labels,
+        };
+        for c in [
+            Box::new(m.messages_in.clone()) as Box<dyn Collector>,
+            Box::new(m.throughput_in.clone()),
+            Box::new(m.message_size.clone()),
+            Box::new(m.messages_out.clone()),
+            Box::new(m.throughput_out.clone()),
+            Box::new(m.rpc_latency.clone()),
+        ] {
+            m.registry.register(c).expect("metric registered once");
+        }
+        Arc::new(m)
+    }
+
+    pub fn labels(&self) -> &BrokerLabels {
+        &self.labels
+    }
+
+    pub fn gather(&self) -> Vec<MetricFamily> {
+        self.registry.gather()
+    }
+}
+
+struct InChildren {
+    messages: IntCounter,
+    bytes: IntCounter,
+    size: Histogram,
+}
+
+struct OutChildren {
+    messages: IntCounter,
+    bytes: IntCounter,
+}
+
+/// Consumer group → its outbound children, for one topic.
+type GroupsOut = HashMap<Box<str>, OutChildren>;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct RpcKey {
+    request: i32,
+    response: i32,
+    long_polling: bool,
+    oneway: bool,
+}
+
+/// The request path's handle on [`BrokerMetrics`]: caches of labelled children, owned by the
+/// broker's connection thread (`Rc`, no locks).
+pub struct RequestMeters {
+    metrics: Arc<BrokerMetrics>,
+    system_topics: Vec<String>,
+    inbound: RefCell<HashMap<Box<str>, [Option<InChildren>; 4]>>,
+    outbound: RefCell<HashMap<Box<str>, GroupsOut>>,
+    rpc: RefCell<HashMap<RpcKey, Histogram>>,
+}
+
+impl RequestMeters {
+    pub fn new(metrics: Arc<BrokerMetrics>) -> Rc<RequestMeters> {
+        Rc::new(RequestMeters {
+            system_topics: metrics.labels.system_topics(),
+            metrics,
+            inbound: RefCell::default(),
+            outbound: RefCell::default(),
+            rpc: RefCell::default(),
+        })
+    }
+
+    /// `n` messages of `bytes` body bytes in all were stored for `topic`. The size histogram
+    /// gets one observation per message (a batch's messages each count as its mean size).
+    pub fn messages_in(&self, topic: &str, kind: MessageType, n: u64, bytes: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut cache = self.inbound.borrow_mut();
+        if !cache.contains_key(topic) {
+            cache.insert(topic.into(), Default::default());
+        }
+        let slot = &mut cache.get_mut(topic).expect("inserted above")[kind as usize];
+        let c = slot.get_or_insert_with(|| {
+            let sys = bool_label(is_system_topic(topic, &self.system_topics));
+            let m = &self.metrics;
+            InChildren {
+                messages: m.messages_in.with_label_values(&[topic, kind.label(), sys]),
+                bytes: m
+                    .throughput_in
+                    .with_label_values(&[topic, kind.label(), sys]),
+                size: m.message_size.with_label_values(&[topic, kind.label()]),
+            }
+        });
+        c.messages.inc_by(n);
+        c.bytes.inc_by(bytes);
+        let mean = (bytes / n) as f64;
+        for _ in 0..n {
+            c.size.observe(mean);
+        }
+    }
+
+    /// `n` stored messages (`bytes` bytes as transferred) were delivered to `group` by a pull.
+    pub fn messages_out(&self, topic: &str, group: &str, n: u64, bytes: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut cache = self.outbound.borrow_mut();
+        if !cache.contains_key(topic) {
+            cache.insert(topic.into(), HashMap::new());
+        }
+        let groups = cache.get_mut(topic).expect("inserted above");
+        if !groups.contains_key(group) {
+            let retry = bool_label(topic.starts_with(RETRY_GROUP_TOPIC_PREFIX));
+            let sys =
+                bool_label(is_system_topic(topic, &self.system_topics) || is_system_group(group));
+            let l = [topic, group, retry, sys];
+            let c = OutChildren {
+                messages: self.metrics.messages_out.with_label_values(&l),
+                bytes: self.metrics.throughput_out.with_label_values(&l),
+            };
+            groups.insert(group.into(), c);
+        }
+        let c = groups.get(group).expect("inserted above");
+        c.messages.inc_by(n);
+        c.bytes.inc_by(bytes);
+    }
+
+    /// One request answered: latency since `started`, in milliseconds.
+    ///
+    /// Codes are labelled as RocketMQ's `RemotingHelper` does (the constant's name in lower case,
+    /// else the number), except that request codes no RocketMQ server defines share one
+    /// `request_code="unknown"` series: a peer sending random codes must not grow the page (or
+    /// this cache) without bound. Response codes come from this broker, so they are bounded.
+    pub fn rpc(
+        &self,
+        request: i32,
+        response: i32,
+        long_polling: bool,
+        oneway: bool,
+        started: Instant,
+    ) {
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let key = RpcKey {
+            request,
+            response,
+            long_polling,
+            oneway,
+        };
+        if let Some(h) = self.rpc.borrow().get(&key) {
+            h.observe(ms);
+            return;
+        }
+        let req_name = request_code_name(request);
+        let known = req_name != "UNKNOWN";
+        let req = if known {
+            req_name.to_ascii_lowercase()
+        } else {
+            "unknown".to_string()
+        };
+        let resp = match response_code_name(response) {
+            "UNKNOWN" => response.to_string(),
+            name => name.to_ascii_lowercase(),
+        };
+        let result = if oneway { "oneway" } else { "success" };
+        let h = self.metrics.rpc_latency.with_label_values(&[
+            "remoting",
+            &req,
+            &resp,
+            bool_label(long_polling),
+            result,
+        ]);
+        h.observe(ms);
+        if known {
+            self.rpc.borrow_mut().insert(key, h);
+        }
+    }
+}
+
+/// Times a processor's answer to one request into `rocketmq_rpc_latency`: now for a direct
+/// reply, when the future resolves for a later one. A pull parked by long polling
+/// (`NoReply`) is timed when it is resumed (`resumed` = `is_long_polling`), from the resume on.
+pub fn time_request(
+    meters: &Rc<RequestMeters>,
+    request_code: i32,
+    oneway: bool,
+    resumed: bool,
+    started: Instant,
+    handled: Handled,
+) -> Handled {
+    match handled {
+        Handled::Reply(r) => {
+            meters.rpc(request_code, r.code, resumed, oneway, started);
+            Handled::Reply(r)
+        }
+        Handled::Later(fut) => {
+            let meters = meters.clone();
+            Handled::Later(Box::pin(async move {
+                let r = fut.await;
+                if let Some(resp) = &r {
+                    meters.rpc(request_code, resp.code, resumed, oneway, started);
+                }
+                r
+            }))
+        }
+        Handled::NoReply => Handled::NoReply,
+    }
+}
+
+/// What a scrape reads. `Send`: the HTTP worker runs on its own thread.
+#[derive(Clone)]
+pub struct ScrapeSources {
+    pub metrics: Arc<BrokerMetrics>,
+    pub reader: StoreReader,
+    pub state: Arc<StoreState>,
+    pub store_root: PathBuf,
+    pub meta: ActorRef<Metadata>,
+    pub meta_view: MetaView,
+    pub clients: ActorRef<ClientRegistry>,
+}
+
+/// Bytes used on the file system holding `path` (total − free, as Java's
+/// `File.getTotalSpace() - getFreeSpace()` that RocketMQ reports).
+fn used_bytes(path: &std::path::Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: all-zero is a valid `statvfs` (plain integers).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid NUL-terminated path and an out-pointer to a live struct.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let frsize = st.f_frsize as u64;
+    Ok((st.f_blocks as u64).saturating_sub(st.f_bfree as u64) * frsize)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Gauges of one scrape, in a registry of their own.
+struct ScrapeGauges {
+    registry: Registry,
+    base: HashMap<String, String>,
+}
+
+impl ScrapeGauges {
+    fn vec(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        let g = IntGaugeVec::new(
+            Opts::new(name, help).const_labels(self.base.clone()),
+            labels,
+        )
+        .expect("valid metric");
+        self.registry
+            .register(Box::new(g.clone()))
+            .expect("metric registered once per scrape");
+        g
+    }
+    fn set(&self, name: &str, help: &str, value: i64) {
+        self.vec(name, help, &[])
+            .with_label_values(&[] as &[&str])
+            .set(value);
+    }
+}
+
+impl ScrapeSources {
+    /// The whole `/metrics` page.
+    pub async fn render(&self) -> String {
+        let mut families = metered::registry().gather();
+        families.extend(self.metrics.gather());
+        families.extend(self.scrape_gauges().await);
+        prometheus::TextEncoder::new()
+            .encode_to_string(&families)
+            .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+    }
+
+    async fn scrape_gauges(&self) -> Vec<MetricFamily> {
+        let g = ScrapeGauges {
+            registry: Registry::new(),
+            base: self.metrics.labels.const_labels(),
+        };
+
+        let watermark = g.vec(
+            "rocketmq_processor_watermark",
+            "Requests waiting in the mailbox of the actor that serves this kind of request",
+            &["processor"],
+        );
+        let probes = metered::snapshot();
+        for (processor, actor) in WATERMARKS {
+            if let Some(p) = probes.iter().find(|p| p.name == *actor) {
+                watermark.with_label_values(&[*processor]).set(p.depth);
+            }
+        }
+
+        let storage = &["storage_type", "storage_medium"];
+        let local = ["local", "disk"];
+        match used_bytes(&self.store_root) {
+            Ok(used) => g
+                .vec(
+                    "rocketmq_storage_size",
+                    "Bytes used on the file system of the store, bytes",
+                    storage,
+                )
+                .with_label_values(&local)
+                .set(used as i64),
+            Err(e) => {
+                tracing::debug!(path = %self.store_root.display(), error = %e, "statvfs failed")
+            }
+        }
+        let max = self.reader.commit_log().max_offset();
+        let flushed = self.state.flushed();
+        let dispatched = self
+            .state
+            .dispatched
+            .load(std::sync::atomic::Ordering::Acquire);
+        g.vec(
+            "rocketmq_storage_flush_behind_bytes",
+            "CommitLog bytes written but not yet flushed to disk",
+            storage,
+        )
+        .with_label_values(&local)
+        .set(max.saturating_sub(flushed) as i64);
+        g.vec(
+            "rocketmq_storage_dispatch_behind_bytes",
+            "CommitLog bytes not yet dispatched to ConsumeQueues and the index",
+            storage,
+        )
+        .with_label_values(&local)
+        .set(max.saturating_sub(dispatched) as i64);
+        let first = PhyOffset(self.reader.commit_log().min_offset());
+        if let Some(ts) = self.reader.store_time_at(first).filter(|t| *t > 0) {
+            g.vec(
+                "rocketmq_storage_message_reserve_time",
+                "Age of the oldest stored message, milliseconds",
+                storage,
+            )
+            .with_label_values(&local)
+            .set((now_ms() - ts).max(0));
+        }
+
+        let topics = self.meta_view.topics();
+        g.set(
+            "rocketmq_topic_number",
+            "Topics configured on this broker",
+            topics.topic_config_table.len() as i64,
+        );
+        g.set(
+            "rocketmq_consumer_group_number",
+            "Subscription groups configured on this broker",
+            self.meta_view.groups().subscription_group_table.len() as i64,
+        );
+
+        let (offsets, conns) = futures_util::join!(
+            tokio::time::timeout(ACTOR_ASK_TIMEOUT, self.meta.send(GetOffsets)),
+            tokio::time::timeout(ACTOR_ASK_TIMEOUT, self.clients.send(GetConnections)),
+        );
+        match offsets {
+            Ok(Ok(offsets)) => self.lag(&g, &offsets),
+            _ => tracing::warn!("metrics: no committed offsets from the metadata actor in time"),
+        }
+        match conns {
+            Ok(Ok(clients)) => {
+                let consumers = clients.iter().filter(|c| c.is_consumer).count();
+                let producers = clients.len() - consumers;
+                for (name, help, n) in [
+                    (
+                        "rocketmq_producer_connections",
+                        "Producer clients registered by heartbeat, per group",
+                        producers,
+                    ),
+                    (
+                        "rocketmq_consumer_connections",
+                        "Consumer clients registered by heartbeat, per group",
+                        consumers,
+                    ),
+                ] {
+                    g.vec(name, help, &["protocol_type"])
+                        .with_label_values(&["remoting"])
+                        .set(n as i64);
+                }
+            }
+            _ => tracing::warn!("metrics: no connection list from the client registry in time"),
+        }
+        g.registry.gather()
+    }
+
+    /// `rocketmq_consumer_lag_messages`: for every (topic, group) with committed offsets, the sum
+    /// over the topic's queues of (ConsumeQueue max − committed offset); a queue the group never
+    /// committed counts from its min offset (everything still stored is unconsumed).
+    fn lag(&self, g: &ScrapeGauges, offsets: &actormq_core::meta::ConsumerOffsets) {
+        let lag = g.vec(
+            "rocketmq_consumer_lag_messages",
+            "Messages stored and not yet consumed (committed) by the group",
+            &["topic", "consumer_group", "is_retry", "is_system"],
+        );
+        let system = self.metrics.labels.system_topics();
+        for (key, queues) in &offsets.offset_table {
+            let Some((topic, group)) = key.split_once('@') else {
+                continue;
+            };
+            if topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
+                continue;
+            }
+            let mut total: i64 = 0;
+            for q in self.reader.consume_queues().queues_of(topic) {
+                let max = q.max_offset().0 as i64;
+                let from = queues
+                    .get(&q.queue_id)
+                    .copied()
+                    .unwrap_or(q.min_offset().0 as i64);
+                total += (max - from.max(0)).max(0);
+            }
+            let retry = bool_label(topic.starts_with(RETRY_GROUP_TOPIC_PREFIX));
+            let sys = bool_label(is_system_topic(topic, &system) || is_system_group(group));
+            lag.with_label_values(&[topic, group, retry, sys])
+                .set(total);
+        }
+    }
+}
+
+/// A running `/metrics` endpoint.
+pub struct MetricsServer {
+    /// Where scrapers reach it (the bound port on the advertised address).
+    pub addr: SocketAddr,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl MetricsServer {
+    /// Binds `bind` now (so a port conflict fails the broker's start with a clear error).
+    pub fn bind(bind: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+        use anyhow::Context as _;
+        let l = std::net::TcpListener::bind(bind)
+            .with_context(|| format!("cannot listen on {bind} (metricsPromExporterPort)"))?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    }
+
+    /// Serves `/metrics` on `listener` (one worker thread; the broker owns shutdown, so no signal
+    /// handling). `advertised` replaces an unspecified bound address in [`MetricsServer::addr`].
+    pub fn start(
+        listener: std::net::TcpListener,
+        advertised: std::net::IpAddr,
+        sources: ScrapeSources,
+    ) -> anyhow::Result<MetricsServer> {
+        let local = listener.local_addr()?;
+        let addr = if local.ip().is_unspecified() {
+            SocketAddr::new(advertised, local.port())
+        } else {
+            local
+        };
+        let data = web::Data::new(sources);
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .route("/metrics", web::get().to(scrape))
+        })
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(5)
+        .listen(listener)?
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(async move {
+            if let Err(e) = server.await {
+                tracing::error!(error = %e, "the metrics endpoint failed");
+            }
+        });
+        tracing::info!(%addr, "metrics endpoint listening (GET /metrics)");
+        Ok(MetricsServer { addr, handle })
+    }
+
+    /// Stops accepting scrapes and waits (at most 5 s) for the ones in flight.
+    pub async fn stop(&self) {
+        self.handle.stop(true).await;
+    }
+}
+
+async fn scrape(src: web::Data<ScrapeSources>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(prometheus::TEXT_FORMAT)
+        .body(src.render().await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_types_follow_rocketmq_precedence() {
+        let p = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| format!("{k}\u{1}{v}"))
+                .collect::<Vec<_>>()
+                .join("\u{2}")
+        };
+        assert_eq!(message_type(""), MessageType::Normal);
+        assert_eq!(message_type(&p(&[("TAGS", "a")])), MessageType::Normal);
+        assert_eq!(message_type(&p(&[("DELAY", "3")])), MessageType::Delay);
+        assert_eq!(
+            message_type(&p(&[("DELAY", "3"), ("__SHARDINGKEY", "k")])),
+            MessageType::Fifo
+        );
+        assert_eq!(
+            message_type(&p(&[("__SHARDINGKEY", "k"), ("TRAN_MSG", "true")])),
+            MessageType::Transaction
+        );
+        assert_eq!(
+            message_type(&p(&[("TRAN_MSG", "false")])),
+            MessageType::Normal
+        );
+    }
+
+    #[test]
+    fn request_path_counters_carry_base_labels_and_rocketmq_code_names() {
+        let m = BrokerMetrics::new(BrokerLabels {
+            cluster: "C".into(),
+            broker_name: "b".into(),
+        });
+        let r = RequestMeters::new(m.clone());
+        r.messages_in("T", MessageType::Normal, 2, 2048);
+        r.messages_in("T", MessageType::Normal, 1, 10);
+        r.messages_in("TBW102", MessageType::Delay, 1, 10);
+        r.messages_out("%RETRY%g", "g", 3, 300);
+        r.rpc(10, 0, false, false, Instant::now());
+        r.rpc(9999, 0, true, true, Instant::now());
+        r.rpc(4242, 0, true, true, Instant::now());
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&m.gather())
+            .unwrap();
+        for want in [
+            r#"rocketmq_messages_in_total{cluster="C",is_system="false",message_type="normal",node_id="b",node_type="broker",topic="T"} 3"#,
+            r#"rocketmq_throughput_in_total{cluster="C",is_system="false",message_type="normal",node_id="b",node_type="broker",topic="T"} 2058"#,
+            r#"rocketmq_messages_in_total{cluster="C",is_system="true",message_type="delay",node_id="b",node_type="broker",topic="TBW102"} 1"#,
+            r#"rocketmq_message_size_bucket{cluster="C",message_type="normal",node_id="b",node_type="broker",topic="T",le="1024"} 3"#,
+            r#"rocketmq_messages_out_total{cluster="C",consumer_group="g",is_retry="true",is_system="false",node_id="b",node_type="broker",topic="%RETRY%g"} 3"#,
+            r#"request_code="send_message",response_code="success",result="success"} 1"#,
+            r#"request_code="unknown",response_code="success",result="oneway"} 2"#,
+        ] {
+            assert!(
+                text.lines().any(|l| l.contains(want)),
+                "missing {want} in\n{text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! End-to-end tests of `actormq bench produce` / `bench consume` (issue #4) through the library
+//! functions the CLI calls (`run_produce`, `run_consume`), against a `TestBroker` (broker and
+//! embedded name server on 127.0.0.1 ephemeral ports, on its own thread).
+//!
+//! Each test starts its own broker in its own temp dir and runs on its own thread under a hard
+//! limit of [`TEST_LIMIT`] (see [`run_bounded`]), so a hung broker or client fails the test
+//! instead of hanging the suite. Topics do not exist beforehand: the producer finds TBW102's route
+//! and the broker auto-creates them, as with a real client.
+
+use std::future::Future;
+use std::time::Duration;
+
+use actormq::bench_wire::{
+    run_consume, run_produce, ConsumeArgs, ConsumeReport, ErrorSource, ProduceArgs, ProduceReport,
+};
+use actormq::broker::testing::TestBroker;
+use actormq_core::protocol::codes::response_code;
+
+/// Hard upper bound of every test, broker start and stop included.
+const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs one test body on its own thread and multi-thread tokio runtime; fails the test if it has
+/// not finished within [`TEST_LIMIT`].
+fn run_bounded<F, Fut>(name: &'static str, body: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("test tokio runtime");
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(body())));
+            let _ = tx.send(outcome);
+            rt.shutdown_timeout(Duration::from_secs(5));
+        })
+        .expect("spawn test thread");
+    match rx.recv_timeout(TEST_LIMIT) {
+        Ok(Ok(())) => {
+            let _ = worker.join();
+        }
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{name}: did not finish within {TEST_LIMIT:?} (client or broker hung)")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("{name}: test thread died without reporting")
+        }
+    }
+}
+
+fn start_broker() -> (tempfile::TempDir, TestBroker) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let b = tokio::task::block_in_place(|| TestBroker::start(dir.path(), &[]))
+        .unwrap_or_else(|e| panic!("TestBroker::start failed: {e:#}"));
+    (dir, b)
+}
+
+fn stop_broker(b: TestBroker) {
+    tokio::task::block_in_place(|| b.stop());
+}
+
+async fn produce(namesrv: &str, topic: &str, extra: &[&str]) -> ProduceReport {
+    let mut argv = vec![
+        "-n",
+        namesrv,
+        "--topic",
+        topic,
+        "--quiet",
+        "--timeout",
+        "10",
+    ];
+    argv.extend_from_slice(extra);
+    let args = ProduceArgs::parse(&argv).expect("produce args");
+    run_produce(&args)
+        .await
+        .unwrap_or_else(|e| panic!("produce {argv:?}: {e:#}"))
+}
+
+async fn consume(namesrv: &str, topic: &str) -> ConsumeReport {
+    let argv = [
+        "-n",
+        namesrv,
+        "--topic",
+        topic,
+        "--quiet",
+        "--idle",
+        "1",
+        "--check-crc",
+        "--batch-size",
+        "32",
+    ];
+    let args = ConsumeArgs::parse(&argv).expect("consume args");
+    run_consume(&args)
+        .await
+        .unwrap_or_else(|e| panic!("consume {argv:?}: {e:#}"))
+}
+
+fn assert_clean_produce(r: &ProduceReport, n: u64) {
+    assert!(r.errors.is_empty(), "produce errors: {:?}", r.errors);
+    assert_eq!(r.sent, n, "sent");
+    assert_eq!(r.acked, n, "acknowledged");
+    let lat = r.latency.expect("latency recorded");
+    assert!(lat.samples > 0 && lat.p50_us <= lat.p99_us && lat.p99_us <= lat.max_us);
+}
+
+fn assert_consumed_exactly(r: &ConsumeReport, n: u64, size: u64) {
+    assert!(r.errors.is_empty(), "consume errors: {:?}", r.errors);
+    assert_eq!(r.messages, n, "messages consumed");
+    assert_eq!(r.body_bytes, n * size, "body bytes consumed");
+    assert!(r.latency.is_some());
+}
+
+#[test]
+fn async_and_batch_produce_are_all_acknowledged_and_consumed() {
+    run_bounded("bench_async_and_batch", || async {
+        let (_dir, b) = start_broker();
+        let ns = b.namesrv_addr.clone();
+
+        // Async, window 32, 4 connections: the topic is auto-created from TBW102's route.
+        let r = produce(
+            &ns,
+            "BenchAsync",
+            &[
+                "--count", "2000", "--mode", "async", "--window", "32", "--size", "256",
+            ],
+        )
+        .await;
+        assert_clean_produce(&r, 2000);
+        assert!(r.target.via_default_topic, "BenchAsync had no route yet");
+        assert_eq!(r.target.queues, 4, "Java's defaultTopicQueueNums");
+        assert_eq!(r.target.broker_addr, b.broker_addr);
+        let c = consume(&ns, "BenchAsync").await;
+        assert_consumed_exactly(&c, 2000, 256);
+        assert_eq!(c.target.queues, 4);
+
+        // Batches of 8 (SEND_BATCH_MESSAGE): 500 messages per connection = 62 batches of 8 and
+        // one of 4, so 4 × 63 requests.
+        let r = produce(
+            &ns,
+            "BenchBatch",
+            &[
+                "--count", "2000", "--window", "32", "--batch", "8", "--size", "100",
+            ],
+        )
+        .await;
+        assert_clean_produce(&r, 2000);
+        assert_eq!(
+            r.latency.map(|l| l.samples),
+            Some(252),
+            "one sample per request"
+        );
+        let c = consume(&ns, "BenchBatch").await;
+        assert_consumed_exactly(&c, 2000, 100);
+
+        // Sending again to the now-existing topic uses its own route, and consume sees both runs.
+        let r = produce(&ns, "BenchAsync", &["--count", "500", "--size", "256"]).await;
+        assert_clean_produce(&r, 500);
+        assert!(!r.target.via_default_topic);
+        let c = consume(&ns, "BenchAsync").await;
+        assert_consumed_exactly(&c, 2500, 256);
+        stop_broker(b);
+    });
+}
+
+#[test]
+fn sync_v1_binary_header_and_oneway_sends_are_consumed() {
+    run_bounded("bench_sync_oneway", || async {
+        let (_dir, b) = start_broker();
+        let ns = b.namesrv_addr.clone();
+
+        // SEND_MESSAGE (10) with long header names, ROCKETMQ binary header, one in flight.
+        let r = produce(
+            &ns,
+            "BenchSync",
+            &[
+                "--count",
+                "300",
+                "--mode",
+                "sync",
+                "--v1",
+                "--header",
+                "rocketmq",
+                "--connections",
+                "2",
+            ],
+        )
+        .await;
+        assert_clean_produce(&r, 300);
+        assert_eq!(r.latency.map(|l| l.samples), Some(300));
+
+        // Oneway: nothing comes back, but every message must still be stored.
+        let r = produce(&ns, "BenchSync", &["--count", "300", "--mode", "oneway"]).await;
+        assert_eq!((r.sent, r.acked), (300, 300));
+        assert!(r.latency.is_none() && r.errors.is_empty());
+        let c = consume(&ns, "BenchSync").await;
+        assert_consumed_exactly(&c, 600, 1024);
+        stop_broker(b);
+    });
+}
+
+#[test]
+fn broker_errors_are_counted_by_response_code_with_the_first_remark() {
+    run_bounded("bench_errors", || async {
+        let (_dir, b) = start_broker();
+        let ns = b.namesrv_addr.clone();
+        // The topic is created with min(16, TBW102's 8) = 8 queues, so every request to queues
+        // 8..15 is refused with SYSTEM_ERROR; sync mode on one connection makes the split exact.
+        let r = produce(
+            &ns,
+            "BenchErrors",
+            &[
+                "--count",
+                "160",
+                "--queues",
+                "16",
+                "--mode",
+                "sync",
+                "--connections",
+                "1",
+            ],
+        )
+        .await;
+        assert_eq!(r.sent, 160);
+        assert_eq!(r.acked, 80, "queues 0..7 accept");
+        assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+        let e = &r.errors[0];
+        assert_eq!(e.source, ErrorSource::Broker(response_code::SYSTEM_ERROR));
+        assert_eq!((e.requests, e.messages), (80, 80));
+        assert!(e.first_remark.contains("queueId"), "{}", e.first_remark);
+        assert_eq!(r.failed_requests(), 80);
+
+        // Consuming a topic nobody created fails with a clear message.
+        let args = ConsumeArgs::parse(&["-n", &ns, "--topic", "NoSuchTopic", "--quiet"]).unwrap();
+        let err = run_consume(&args).await.expect_err("no route");
+        assert!(format!("{err:#}").contains("no route"), "{err:#}");
+        stop_broker(b);
+    });
+}

@@ -1,0 +1,1956 @@
+//! Durability of the real `actormq broker` process (ECOSYSTEM Part B: T1, T2, T5(d, e), T10, T14):
+//! what a producer was told is stored must still be there after a `kill -9`, a clean SIGTERM, a
+//! leftover `abort` file or a lost ConsumeQueue file; a second process must not open a store in
+//! use; a full disk must refuse writes (not crash) and accept them again once space returns.
+//!
+//! Harness:
+//! * every test runs the binary (`CARGO_BIN_EXE_actormq`) on its own temp store, with an
+//!   ephemeral broker port (`ACTORMQ_LISTENPORT=0`, found in the `broker started` log line) and an
+//!   ephemeral embedded name server, small CommitLog / ConsumeQueue / index files;
+//! * [`Broker`] owns one child process: its stdout/stderr are collected by reader threads, and it
+//!   is killed (SIGKILL) and reaped by PID when dropped, also when the test panics; the child also
+//!   gets `PR_SET_PDEATHSIG` so it cannot outlive the test thread that started it;
+//! * [`bounded`] runs each test body on its own thread under a hard time limit; on timeout it
+//!   kills every child and unmounts every file system the test registered, then fails;
+//! * the checker follows the Jepsen / OpenChaos queue rules: a SEND answered with code 0 is
+//!   *acknowledged* and must be read back over the wire (PULL_MESSAGE) at the queue and queue
+//!   offset it was given, with the same msgId, its body intact (body CRC checked); any other
+//!   outcome (a connection cut by the kill, an error code) is *indeterminate* and may or may not be
+//!   there; nothing that was never sent may appear (no phantoms), nothing twice (no duplicates),
+//!   and every queue reads back as contiguous offsets `0..max`;
+//! * after the last stop, the store files are opened offline with the core API: every
+//!   ConsumeQueue unit must point at a CommitLog record of its topic and queue carrying the unit's
+//!   queue offset and size, and each queue's max offset must equal the number of its records in
+//!   the CommitLog;
+//! * random choices (kill delays, queues, body sizes) come from a printed seed;
+//!   `ACTORMQ_TEST_SEED=<n>` replays one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use actormq::remoting::client::{ClientError, RemotingClient};
+use actormq_core::format::record::{self, Check};
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::store::commit_log::{CommitLog, CommitLogConfig};
+use actormq_core::store::consume_queue::ConsumeQueueStore;
+use actormq_core::store::mapped_file::Warm;
+use actormq_core::store::mapped_file_queue::MappedFileQueue;
+use actormq_core::QueueOffset;
+
+/// `mappedFileSizeCommitLog` of every test: small, so a test crosses file boundaries.
+const CL_FILE_SIZE: u64 = 4 * 1024 * 1024;
+/// `maxMessageSize` of every test.
+const MAX_MESSAGE_SIZE: usize = 65536;
+/// `mappedFileSizeConsumeQueue` of most tests: 200 units, so queues roll ConsumeQueue files.
+const CQ_FILE_SIZE: u64 = 200 * 20;
+/// Queues of the test topic (created on first send with `defaultTopicQueueNums`).
+const QUEUES: i32 = 4;
+const TOPIC: &str = "DurabilityTopic";
+/// Concurrent producers (one connection each) of the load phases.
+const SENDERS: usize = 4;
+/// kill -9 / restart cycles of the crash tests.
+const CYCLES: usize = 20;
+/// Largest random filler appended to a body in the load phases.
+const MAX_FILLER: u64 = 3000;
+/// Bound of a broker start (until the `broker started` line) and of a clean stop.
+const START_LIMIT: Duration = Duration::from_secs(30);
+const STOP_LIMIT: Duration = Duration::from_secs(30);
+/// Per-request timeout of the clients.
+const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound of polls for something to become visible.
+const WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// What the broker logs when it finds the abort file (abnormal recovery).
+const ABNORMAL_LOG: &str = "did not stop cleanly";
+
+// ---------------------------------------------------------------------------------------------
+// Seeded randomness
+// ---------------------------------------------------------------------------------------------
+
+/// SplitMix64: a tiny, well-known seedable generator. Enough to make kill delays, queue choices
+/// and body sizes reproducible from a printed seed without adding a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+    /// An independent generator for a sub-task.
+    fn fork(&mut self) -> Rng {
+        Rng(self.next_u64())
+    }
+}
+
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// `ACTORMQ_TEST_SEED` if set, else a fresh one; printed either way.
+fn seed_for(test: &str) -> u64 {
+    let seed = match std::env::var("ACTORMQ_TEST_SEED") {
+        Ok(s) => {
+            let s = s.trim();
+            let parsed = match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => s.parse(),
+            };
+            parsed.unwrap_or_else(|e| panic!("ACTORMQ_TEST_SEED={s:?} is not a u64: {e}"))
+        }
+        Err(_) => {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            now ^ fnv1a(test) ^ u64::from(std::process::id())
+        }
+    };
+    eprintln!("{test}: seed {seed} (replay with ACTORMQ_TEST_SEED={seed})");
+    seed
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time limits and cleanup
+// ---------------------------------------------------------------------------------------------
+
+/// What must be undone even if a test body hangs: live children and mounted file systems.
+#[derive(Default)]
+struct Cleanup {
+    pids: Mutex<Vec<i32>>,
+    mounts: Mutex<Vec<PathBuf>>,
+}
+
+impl Cleanup {
+    fn add_pid(&self, pid: i32) {
+        self.pids.lock().unwrap().push(pid);
+    }
+    fn remove_pid(&self, pid: i32) {
+        self.pids.lock().unwrap().retain(|p| *p != pid);
+    }
+    fn add_mount(&self, p: &Path) {
+        self.mounts.lock().unwrap().push(p.to_path_buf());
+    }
+    fn remove_mount(&self, p: &Path) {
+        self.mounts.lock().unwrap().retain(|m| m != p);
+    }
+    /// The timeout path: SIGKILL every registered (still unreaped) child, lazily unmount.
+    fn emergency(&self) {
+        for pid in self.pids.lock().unwrap().iter() {
+            // SAFETY: plain kill(2) on a child of ours that has not been reaped yet (a pid is
+            // removed from the list before it is waited for), so it cannot be a recycled pid.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        for m in self.mounts.lock().unwrap().iter() {
+            let _ = Command::new("umount").arg("-l").arg(m).status();
+        }
+    }
+}
+
+/// Runs `body` on its own thread; fails the test if it panics or outlives `limit` (then every
+/// registered child is killed and every registered mount undone first).
+fn bounded<F>(name: &'static str, limit: Duration, body: F)
+where
+    F: FnOnce(Arc<Cleanup>) + Send + 'static,
+{
+    let cleanup = Arc::new(Cleanup::default());
+    let inner = cleanup.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| body(inner)));
+            let _ = tx.send(outcome);
+        })
+        .expect("spawn the test thread");
+    match rx.recv_timeout(limit) {
+        Ok(Ok(())) => {
+            let _ = worker.join();
+        }
+        Ok(Err(panic)) => {
+            let _ = worker.join();
+            std::panic::resume_unwind(panic)
+        }
+        Err(_) => {
+            cleanup.emergency();
+            panic!("{name}: did not finish within {limit:?}; its broker processes were killed");
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("test tokio runtime")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The broker process
+// ---------------------------------------------------------------------------------------------
+
+/// The environment of a broker process: `ACTORMQ_<KEY>` settings on top of the test defaults.
+#[derive(Clone)]
+struct BrokerEnv {
+    root: PathBuf,
+    vars: Vec<(String, String)>,
+}
+
+impl BrokerEnv {
+    fn new(root: &Path) -> BrokerEnv {
+        let env = BrokerEnv {
+            root: root.to_path_buf(),
+            vars: Vec::new(),
+        };
+        env.set("STOREPATHROOTDIR", root.to_str().expect("UTF-8 temp path"))
+            .set("LISTENPORT", "0")
+            .set("BROKERIP1", "127.0.0.1")
+            .set("MAPPEDFILESIZECOMMITLOG", &CL_FILE_SIZE.to_string())
+            .set("MAXMESSAGESIZE", &MAX_MESSAGE_SIZE.to_string())
+            .set("MAPPEDFILESIZECONSUMEQUEUE", &CQ_FILE_SIZE.to_string())
+            // A small index (about 100 KiB per file instead of 420 MiB) so index files roll too.
+            .set("MAXHASHSLOTNUM", "1024")
+            .set("MAXINDEXNUM", "4096")
+            // An ephemeral metrics port, so brokers of tests running in parallel do not collide.
+            .set("METRICSPROMEXPORTERPORT", "0")
+    }
+
+    /// Sets `ACTORMQ_<key>`, replacing an earlier value.
+    fn set(mut self, key: &str, value: &str) -> BrokerEnv {
+        let k = format!("ACTORMQ_{key}");
+        self.vars.retain(|(n, _)| *n != k);
+        self.vars.push((k, value.to_string()));
+        self
+    }
+}
+
+/// One `actormq broker` child process. Dropping it kills (SIGKILL) and reaps it if it still runs.
+struct Broker {
+    child: Child,
+    pid: i32,
+    /// `host:port` from the `broker started` line (empty until started).
+    addr: String,
+    /// stdout lines, and stderr lines prefixed with `[stderr] `, ANSI colours removed.
+    lines: Arc<Mutex<Vec<String>>>,
+    /// The reader threads; they end at EOF, once the process is gone.
+    readers: Vec<std::thread::JoinHandle<()>>,
+    /// The store directory (`storePathRootDir`).
+    root: PathBuf,
+    exited: Option<ExitStatus>,
+    cleanup: Arc<Cleanup>,
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn collect_lines(
+    src: impl Read + Send + 'static,
+    prefix: &'static str,
+    into: Arc<Mutex<Vec<String>>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(src).lines() {
+            let Ok(line) = line else { break };
+            into.lock()
+                .unwrap()
+                .push(format!("{prefix}{}", strip_ansi(&line)));
+        }
+    })
+}
+
+impl Broker {
+    /// Starts a broker process without waiting for it to be ready.
+    fn spawn(cleanup: &Arc<Cleanup>, env: &BrokerEnv) -> Broker {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_actormq"));
+        cmd.args(["broker", "--namesrv-listen", "127.0.0.1:0"]);
+        // Nothing from the test's own environment may change the broker's configuration.
+        for (k, _) in std::env::vars() {
+            if k.starts_with("ACTORMQ_") || k == "NAMESRV_ADDR" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("RUST_LOG", "info").env("NO_COLOR", "1");
+        for (k, v) in &env.vars {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which
+        // is async-signal-safe. It makes the kernel SIGKILL the broker if the test thread that
+        // spawned it dies, so no broker outlives a crashed test run.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("spawn the actormq binary");
+        let pid = child.id() as i32;
+        cleanup.add_pid(pid);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let readers = vec![
+            collect_lines(
+                child.stdout.take().expect("piped stdout"),
+                "",
+                lines.clone(),
+            ),
+            collect_lines(
+                child.stderr.take().expect("piped stderr"),
+                "[stderr] ",
+                lines.clone(),
+            ),
+        ];
+        Broker {
+            child,
+            pid,
+            addr: String::new(),
+            lines,
+            readers,
+            root: env.root.clone(),
+            exited: None,
+            cleanup: cleanup.clone(),
+        }
+    }
+
+    /// Starts a broker and waits (at most [`START_LIMIT`]) until it logs `broker started`.
+    fn start(cleanup: &Arc<Cleanup>, env: &BrokerEnv) -> Broker {
+        let mut b = Broker::spawn(cleanup, env);
+        let deadline = Instant::now() + START_LIMIT;
+        loop {
+            let found = b
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains("broker started"))
+                .find_map(|l| {
+                    let at = l.find(" broker=")? + " broker=".len();
+                    Some(l[at..].split_whitespace().next()?.to_string())
+                });
+            if let Some(addr) = found {
+                b.addr = addr;
+                return b;
+            }
+            if let Some(st) = b.poll_exit() {
+                panic!(
+                    "the broker exited ({st}) before `broker started`; its output:\n{}",
+                    b.output()
+                );
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "no `broker started` line within {START_LIMIT:?}; output so far:\n{}",
+                    b.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn output(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// The last `n` lines of output, for failure messages.
+    fn tail(&self, n: usize) -> String {
+        let l = self.lines.lock().unwrap();
+        l[l.len().saturating_sub(n)..].join("\n")
+    }
+
+    fn poll_exit(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.cleanup.remove_pid(self.pid);
+                self.exited = Some(st);
+            }
+        }
+        self.exited
+    }
+
+    /// Waits (bounded) for the process to exit; `None` if it is still running.
+    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(st) = self.poll_exit() {
+                // Let the reader threads drain the pipes, so the output is complete.
+                let drained = Instant::now() + Duration::from_secs(2);
+                while self.readers.iter().any(|h| !h.is_finished()) && Instant::now() < drained {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends `sig` to the process if it has not been reaped yet.
+    fn signal(&mut self, sig: i32) {
+        if self.poll_exit().is_none() {
+            // SAFETY: kill(2) on our own child, not reaped yet, so the pid is still ours.
+            unsafe { libc::kill(self.pid, sig) };
+        }
+    }
+
+    /// SIGTERM, then asserts a clean stop: exit code 0 within [`STOP_LIMIT`], the `abort` file
+    /// removed, `broker stopped cleanly` logged.
+    fn stop_cleanly(&mut self) {
+        self.signal(libc::SIGTERM);
+        let st = self.wait_exit(STOP_LIMIT).unwrap_or_else(|| {
+            panic!(
+                "the broker did not exit within {STOP_LIMIT:?} of SIGTERM; output tail:\n{}",
+                self.tail(40)
+            )
+        });
+        assert_eq!(
+            st.code(),
+            Some(0),
+            "SIGTERM must stop the broker with exit code 0, got {st}; output tail:\n{}",
+            self.tail(40)
+        );
+        assert!(
+            self.output().contains("broker stopped cleanly"),
+            "no `broker stopped cleanly` line; output tail:\n{}",
+            self.tail(40)
+        );
+        assert_no_abort_file(&self.root);
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if self.poll_exit().is_none() {
+            // SAFETY: kill(2) on our own child that has not been reaped.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            let _ = self.child.wait();
+            self.cleanup.remove_pid(self.pid);
+        }
+    }
+}
+
+fn assert_no_abort_file(root: &Path) {
+    assert!(
+        !root.join("abort").exists(),
+        "the abort file must be gone after a clean stop"
+    );
+}
+
+/// The start after a clean stop: normal recovery, and nothing to re-dispatch (the stop left the
+/// ConsumeQueues complete), so the word "abnormal" appears nowhere in its log.
+fn assert_normal_start(b: &Broker) {
+    let out = b.output();
+    assert!(
+        !out.contains(ABNORMAL_LOG) && !out.to_lowercase().contains("abnormal"),
+        "a start after a clean stop must take the normal recovery path; its log:\n{out}"
+    );
+}
+
+/// Normal recovery (no abort file), which may still re-dispatch what a ConsumeQueue lacks.
+fn assert_not_abnormal_start(b: &Broker) {
+    let out = b.output();
+    assert!(
+        !out.contains(ABNORMAL_LOG) && !out.contains("abnormal=true"),
+        "a start without an abort file must take the normal recovery path; its log:\n{out}"
+    );
+}
+
+fn assert_abnormal_start(b: &Broker) {
+    let out = b.output();
+    assert!(
+        out.contains(ABNORMAL_LOG),
+        "a start with the abort file present must say so (`{ABNORMAL_LOG}`); its log:\n{out}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// SEND_MESSAGE (10) with the long header names of Java's `SendMessageRequestHeader`; no WAIT
+/// property, so under SYNC_FLUSH the reply waits for the flush.
+fn send_request(topic: &str, queue_id: i32, body: Vec<u8>) -> RemotingCommand {
+    RemotingCommand::new_request(rq::SEND_MESSAGE)
+        .with_ext("producerGroup", "durability-producer")
+        .with_ext("topic", topic)
+        .with_ext("defaultTopic", "TBW102")
+        .with_ext("defaultTopicQueueNums", QUEUES.to_string())
+        .with_ext("queueId", queue_id.to_string())
+        .with_ext("sysFlag", "0")
+        .with_ext("bornTimestamp", now_ms().to_string())
+        .with_ext("flag", "0")
+        .with_ext("properties", "")
+        .with_body(body)
+}
+
+fn max_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
+    RemotingCommand::new_request(rq::GET_MAX_OFFSET)
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue_id.to_string())
+}
+
+fn pull_request(topic: &str, queue_id: i32, offset: u64) -> RemotingCommand {
+    RemotingCommand::new_request(rq::PULL_MESSAGE)
+        .with_ext("consumerGroup", "durability-checker")
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue_id.to_string())
+        .with_ext("queueOffset", offset.to_string())
+        .with_ext("maxMsgNums", "32")
+        .with_ext("sysFlag", "0")
+        .with_ext("commitOffset", "0")
+        .with_ext("suspendTimeoutMillis", "0")
+        .with_ext("subVersion", "0")
+}
+
+fn describe(r: &RemotingCommand) -> String {
+    format!(
+        "code {} remark {:?} ext {:?}",
+        r.code, r.remark, r.ext_fields
+    )
+}
+
+/// A message key names its sender and sequence number and ends with `-L<filler length>`; the body
+/// is the key, `|`, and a filler derived from the key, so any body can be re-derived from its key.
+fn key(prefix: &str, filler: u64) -> String {
+    format!("{prefix}-L{filler}")
+}
+
+fn body_of(key: &str) -> Vec<u8> {
+    let len: usize = key
+        .rsplit("-L")
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("test bug: key {key:?} has no -L<len>"));
+    let h = fnv1a(key);
+    let mut b = Vec::with_capacity(key.len() + 1 + len);
+    b.extend_from_slice(key.as_bytes());
+    b.push(b'|');
+    b.extend((0..len as u64).map(|i| b'a' + (h.wrapping_add(i * 7) % 26) as u8));
+    b
+}
+
+fn key_of(body: &[u8]) -> Option<&str> {
+    let end = body.iter().position(|&c| c == b'|')?;
+    std::str::from_utf8(&body[..end]).ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The history: what was sent and what the broker said
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ack {
+    queue: i32,
+    offset: u64,
+    msg_id: String,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Acked(Ack),
+    /// An error code: indeterminate in general (the message may be stored).
+    Code(i32, String),
+    /// No reply (connection cut, timeout): indeterminate.
+    NoReply(String),
+}
+
+fn outcome(reply: Result<RemotingCommand, ClientError>) -> Outcome {
+    match reply {
+        Ok(r) if r.code == rc::SUCCESS => {
+            let field = |name: &str| {
+                r.ext(name)
+                    .unwrap_or_else(|| panic!("SEND reply lacks {name}: {}", describe(&r)))
+                    .to_string()
+            };
+            Outcome::Acked(Ack {
+                queue: field("queueId").parse().expect("numeric queueId"),
+                offset: field("queueOffset").parse().expect("numeric queueOffset"),
+                msg_id: field("msgId"),
+            })
+        }
+        Ok(r) => Outcome::Code(r.code, r.remark.clone().unwrap_or_default()),
+        Err(e) => Outcome::NoReply(e.to_string()),
+    }
+}
+
+#[derive(Default)]
+struct Ledger {
+    sent: HashSet<String>,
+    acked: HashMap<String, Ack>,
+    /// (queue, offset) → key: two acknowledgements never share a slot.
+    slots: HashMap<(i32, u64), String>,
+    /// Keys refused with a code that guarantees nothing was stored (checked where a test says so).
+    refused: HashSet<String>,
+    no_reply: usize,
+    codes: BTreeMap<i32, usize>,
+    /// The first few non-acknowledged outcomes, for the report.
+    samples: Vec<String>,
+}
+
+impl Ledger {
+    fn record(&mut self, key: String, queue: i32, o: Outcome) {
+        assert!(
+            self.sent.insert(key.clone()),
+            "test bug: key {key} sent twice"
+        );
+        match o {
+            Outcome::Acked(a) => {
+                assert_eq!(a.queue, queue, "{key}: acknowledged on another queue");
+                if let Some(other) = self.slots.insert((a.queue, a.offset), key.clone()) {
+                    panic!(
+                        "two acknowledged messages got queue {} offset {}: {other} and {key}",
+                        a.queue, a.offset
+                    );
+                }
+                self.acked.insert(key, a);
+            }
+            Outcome::Code(c, remark) => {
+                *self.codes.entry(c).or_default() += 1;
+                if self.samples.len() < 5 {
+                    self.samples.push(format!("{key}: code {c} {remark:?}"));
+                }
+            }
+            Outcome::NoReply(why) => {
+                self.no_reply += 1;
+                if self.samples.len() < 5 {
+                    self.samples.push(format!("{key}: {why}"));
+                }
+            }
+        }
+    }
+
+    fn record_all(&mut self, results: Vec<(String, i32, Outcome)>) -> usize {
+        let before = self.acked.len();
+        for (k, q, o) in results {
+            self.record(k, q, o);
+        }
+        self.acked.len() - before
+    }
+}
+
+/// Sends `n` messages to `queue` one after the other; every one must be acknowledged.
+async fn send_n(
+    client: &RemotingClient,
+    ledger: &mut Ledger,
+    prefix: &str,
+    queue: i32,
+    n: usize,
+    filler: u64,
+) {
+    for i in 0..n {
+        let k = key(&format!("{prefix}-q{queue}-{i}"), filler);
+        let reply = client
+            .invoke(send_request(TOPIC, queue, body_of(&k)), RPC_TIMEOUT)
+            .await;
+        let o = outcome(reply);
+        assert!(matches!(o, Outcome::Acked(_)), "SEND {k}: {o:?}");
+        ledger.record(k, queue, o);
+    }
+}
+
+/// Runs [`SENDERS`] concurrent producers (one connection each, one request in flight each) that
+/// send to random queues of [`TOPIC`] until their connection fails. Once the first message is
+/// acknowledged (so every cycle has something to lose), `fault` runs; it returns whether the
+/// producers should also be told to stop (a timed load) or left to run into the fault (a killed
+/// or stopping broker closes their connections).
+async fn load<F>(addr: &str, tag: &str, seed: u64, fault: F) -> Vec<(String, i32, Outcome)>
+where
+    F: Future<Output = bool>,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let acks = Arc::new(AtomicUsize::new(0));
+    let mut rng = Rng::new(seed);
+    let mut tasks = Vec::new();
+    for s in 0..SENDERS {
+        let client = RemotingClient::connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("producer {s} connects to {addr}: {e}"));
+        let mut r = rng.fork();
+        let stop = stop.clone();
+        let acks = acks.clone();
+        let prefix = format!("{tag}-s{s}");
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let q = r.below(QUEUES as u64) as i32;
+                let k = key(&format!("{prefix}-{n}"), r.below(MAX_FILLER + 1));
+                n += 1;
+                let reply = client
+                    .invoke(send_request(TOPIC, q, body_of(&k)), RPC_TIMEOUT)
+                    .await;
+                let failed = reply.is_err();
+                let o = outcome(reply);
+                if matches!(o, Outcome::Acked(_)) {
+                    acks.fetch_add(1, Ordering::Relaxed);
+                }
+                out.push((k, q, o));
+                if failed {
+                    break;
+                }
+            }
+            out
+        }));
+    }
+    let started = Instant::now();
+    while acks.load(Ordering::Relaxed) == 0 {
+        if started.elapsed() > WAIT_LIMIT || tasks.iter().all(|t| t.is_finished()) {
+            stop.store(true, Ordering::Relaxed);
+            let mut outcomes = Vec::new();
+            for t in tasks {
+                outcomes.extend(t.await.expect("producer task panicked").into_iter().take(3));
+            }
+            panic!("no SEND acknowledged within {WAIT_LIMIT:?}; first outcomes: {outcomes:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    if fault.await {
+        stop.store(true, Ordering::Relaxed);
+    }
+    // A killed broker cuts the connections at once; a stopping one when it exits. Bound it anyway.
+    let watchdog = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(STOP_LIMIT).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("producer task panicked"));
+    }
+    watchdog.abort();
+    all
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking over the wire
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Pulled {
+    offset: u64,
+    key: String,
+    msg_id: String,
+}
+
+async fn max_offset(client: &RemotingClient, q: i32) -> u64 {
+    let r = client
+        .invoke(max_offset_request(TOPIC, q), RPC_TIMEOUT)
+        .await
+        .expect("GET_MAX_OFFSET answered");
+    assert_eq!(r.code, rc::SUCCESS, "GET_MAX_OFFSET q{q}: {}", describe(&r));
+    r.ext("offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or_else(|| panic!("GET_MAX_OFFSET q{q} without offset: {}", describe(&r)))
+}
+
+/// Reads queue `q` from offset 0 to its max (at least `at_least`): every record must carry the expected topic, queue
+/// and the next queue offset, pass the body CRC, and have exactly the body derived from its key.
+async fn read_queue(client: &RemotingClient, q: i32, at_least: u64) -> Vec<Pulled> {
+    // Dispatch to the ConsumeQueue follows the acknowledgement asynchronously (as in RocketMQ):
+    // wait until the queue has caught up with what was acknowledged.
+    let started = Instant::now();
+    let mut max = max_offset(client, q).await;
+    while max < at_least {
+        assert!(
+            started.elapsed() < WAIT_LIMIT,
+            "q{q}: max offset {max} after {WAIT_LIMIT:?}, but offset {} was acknowledged",
+            at_least - 1
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        max = max_offset(client, q).await;
+    }
+    let mut out: Vec<Pulled> = Vec::new();
+    let mut offset = 0u64;
+    while offset < max {
+        let r = client
+            .invoke(pull_request(TOPIC, q, offset), RPC_TIMEOUT)
+            .await
+            .expect("PULL answered");
+        if r.code != rc::SUCCESS {
+            assert!(
+                (r.code == rc::PULL_NOT_FOUND || r.code == rc::PULL_RETRY_IMMEDIATELY)
+                    && started.elapsed() < WAIT_LIMIT,
+                "PULL q{q} at {offset} (max {max}): {}",
+                describe(&r)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        let mut pos = 0;
+        while pos < r.body.len() {
+            match record::check(&r.body[pos..], true) {
+                Ok(Check::Record(rec)) => {
+                    assert_eq!(
+                        (rec.topic, rec.queue_id, rec.queue_offset),
+                        (TOPIC, q, offset as i64),
+                        "pulled record at q{q} offset {offset}: wrong topic/queue/offset (a gap or \
+                         a duplicate offset)"
+                    );
+                    let k = key_of(rec.body)
+                        .unwrap_or_else(|| panic!("q{q}@{offset}: body without a key"))
+                        .to_string();
+                    assert_eq!(
+                        rec.body,
+                        &body_of(&k)[..],
+                        "q{q}@{offset} {k}: body damaged"
+                    );
+                    out.push(Pulled {
+                        offset,
+                        key: k,
+                        msg_id: rec.offset_msg_id(),
+                    });
+                    offset += 1;
+                    pos += rec.total_size as usize;
+                }
+                other => panic!("q{q}: pulled body at byte {pos} is not a record: {other:?}"),
+            }
+        }
+        let next: u64 = r
+            .ext("nextBeginOffset")
+            .and_then(|o| o.parse().ok())
+            .expect("PULL reply has nextBeginOffset");
+        assert_eq!(next, offset, "q{q}: nextBeginOffset skips offsets");
+    }
+    out
+}
+
+/// Reads every queue of [`TOPIC`] and checks it against the ledger: every acknowledged message at
+/// its queue and offset with its msgId; no phantom; no duplicate; no refused message. Returns the
+/// queues' contents.
+async fn verify(addr: &str, ledger: &Ledger, what: &str) -> BTreeMap<i32, Vec<Pulled>> {
+    let client = RemotingClient::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: checker connects to {addr}: {e}"));
+    let mut seen: HashMap<String, (i32, u64)> = HashMap::new();
+    let mut queues = BTreeMap::new();
+    let mut unacked_present = 0;
+    for q in 0..QUEUES {
+        let at_least = ledger
+            .acked
+            .values()
+            .filter(|a| a.queue == q)
+            .map(|a| a.offset + 1)
+            .max()
+            .unwrap_or(0);
+        let got = read_queue(&client, q, at_least).await;
+        for p in &got {
+            assert!(
+                ledger.sent.contains(&p.key),
+                "{what}: q{q}@{} holds {:?}, which was never sent (phantom)",
+                p.offset,
+                p.key
+            );
+            assert!(
+                !ledger.refused.contains(&p.key),
+                "{what}: q{q}@{} holds {:?}, whose SEND was refused",
+                p.offset,
+                p.key
+            );
+            if let Some(prev) = seen.insert(p.key.clone(), (q, p.offset)) {
+                panic!(
+                    "{what}: {} stored twice: q{}@{} and q{q}@{}",
+                    p.key, prev.0, prev.1, p.offset
+                );
+            }
+            match ledger.acked.get(&p.key) {
+                Some(a) => {
+                    assert_eq!(
+                        (a.queue, a.offset, &a.msg_id),
+                        (q, p.offset, &p.msg_id),
+                        "{what}: {} read back elsewhere than acknowledged",
+                        p.key
+                    );
+                }
+                None => unacked_present += 1,
+            }
+        }
+        queues.insert(q, got);
+    }
+    let mut lost: Vec<_> = ledger
+        .acked
+        .iter()
+        .filter(|(k, _)| !seen.contains_key(*k))
+        .map(|(k, a)| format!("{k} (q{}@{})", a.queue, a.offset))
+        .collect();
+    lost.sort();
+    assert!(
+        lost.is_empty(),
+        "{what}: {} of {} acknowledged messages lost; first: {:?}",
+        lost.len(),
+        ledger.acked.len(),
+        &lost[..lost.len().min(10)]
+    );
+    eprintln!(
+        "{what}: {} acknowledged all present; {unacked_present} unacknowledged present; queue \
+         sizes {:?}",
+        ledger.acked.len(),
+        queues.values().map(Vec::len).collect::<Vec<_>>()
+    );
+    queues
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking the files offline (broker stopped)
+// ---------------------------------------------------------------------------------------------
+
+/// Where a CommitLog record is: physical offset, size, queue offset.
+type RecordPos = (u64, u32, i64);
+
+/// Opens the stopped store's files with the core API and checks that ConsumeQueues and CommitLog
+/// agree: returns the number of records per (topic, queue).
+fn offline_check(root: &Path, cq_file_size: u64) -> BTreeMap<(String, i32), u64> {
+    let files =
+        MappedFileQueue::load(&root.join("commitlog"), CL_FILE_SIZE).expect("load CommitLog");
+    let mut log = CommitLog::new(
+        CommitLogConfig {
+            file_size: CL_FILE_SIZE,
+            max_message_size: MAX_MESSAGE_SIZE,
+            warm: Warm::No,
+        },
+        files,
+    );
+    // (topic, queue) → [(physical offset, size, queue offset)] in CommitLog order.
+    let mut records: BTreeMap<(String, i32), Vec<RecordPos>> = BTreeMap::new();
+    let rep = log
+        .recover(true, Some(0), |phy, r| {
+            records
+                .entry((r.topic.to_string(), r.queue_id))
+                .or_default()
+                .push((phy, r.total_size, r.queue_offset));
+        })
+        .expect("CommitLog recovery offline");
+    assert!(
+        rep.truncated_reason.is_none(),
+        "the CommitLog of a cleanly stopped store has a corrupt tail: {:?}",
+        rep.truncated_reason
+    );
+    let view = log.view();
+    let mut cqs =
+        ConsumeQueueStore::load(&root.join("consumequeue"), cq_file_size).expect("load CQs");
+    cqs.recover().expect("ConsumeQueue recovery offline");
+    let table = cqs.table();
+    let mut counts = BTreeMap::new();
+    let mut queues_seen = HashSet::new();
+    for topic in table.topics() {
+        for cq in table.queues_of(&topic) {
+            let q = cq.queue_id;
+            queues_seen.insert((topic.clone(), q));
+            let max = cq.max_offset().0;
+            assert_eq!(
+                cq.min_offset().0,
+                0,
+                "{topic}/{q}: units deleted at the front"
+            );
+            let recs = records
+                .get(&(topic.clone(), q))
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            for o in 0..max {
+                let u = cq
+                    .unit(QueueOffset(o))
+                    .unwrap_or_else(|| panic!("{topic}/{q}: unit {o} unreadable"));
+                assert!(
+                    u.is_valid(),
+                    "{topic}/{q}: unit {o} is a blank/invalid unit {u:?}"
+                );
+                let slice = view
+                    .read(u.phy_offset as u64, u.size as usize)
+                    .unwrap_or_else(|| {
+                        panic!("{topic}/{q}: unit {o} {u:?} points past the CommitLog")
+                    });
+                match record::check(slice.as_bytes(), true) {
+                    Ok(Check::Record(r)) => {
+                        assert_eq!(
+                            (
+                                r.topic,
+                                r.queue_id,
+                                r.queue_offset,
+                                r.total_size,
+                                r.phy_offset
+                            ),
+                            (topic.as_str(), q, o as i64, u.size as u32, u.phy_offset),
+                            "{topic}/{q}: unit {o} {u:?} points at another record"
+                        );
+                        assert_eq!(u.tags_code, r.tags_code(), "{topic}/{q}: unit {o} tagsCode");
+                    }
+                    other => panic!("{topic}/{q}: unit {o} {u:?} points at {other:?}"),
+                }
+                let expected = recs.get(o as usize).map(|r| (r.0, r.1, r.2));
+                assert_eq!(
+                    expected,
+                    Some((u.phy_offset as u64, u.size as u32, o as i64)),
+                    "{topic}/{q}: unit {o} is not the queue's {o}-th CommitLog record"
+                );
+            }
+            assert_eq!(
+                recs.len() as u64,
+                max,
+                "{topic}/{q}: ConsumeQueue max {max} but {} records in the CommitLog",
+                recs.len()
+            );
+            counts.insert((topic.clone(), q), max);
+        }
+    }
+    for (k, v) in &records {
+        assert!(
+            queues_seen.contains(k),
+            "{} records of {}/{} in the CommitLog have no ConsumeQueue",
+            v.len(),
+            k.0,
+            k.1
+        );
+    }
+    eprintln!(
+        "offline: CommitLog end {} ({} records), {} ConsumeQueues consistent",
+        rep.end.0,
+        rep.records,
+        counts.len()
+    );
+    counts
+}
+
+/// The offline counts of [`TOPIC`] must equal what was read over the wire.
+fn assert_offline_matches(root: &Path, cq_file_size: u64, wire: &BTreeMap<i32, Vec<Pulled>>) {
+    let counts = offline_check(root, cq_file_size);
+    for (q, got) in wire {
+        assert_eq!(
+            counts.get(&(TOPIC.to_string(), *q)).copied().unwrap_or(0),
+            got.len() as u64,
+            "q{q}: offline ConsumeQueue size differs from what PULL served"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+/// T1/T2: [`CYCLES`] times: load from 4 producers, SIGKILL a random 100–400 ms after the first
+/// acknowledgement, restart on the same store (abort file → abnormal recovery), check everything
+/// acknowledged so far. After a check the restarted broker either stops with SIGTERM (the next
+/// cycle starts from a clean store) or, chosen by the seed, takes the next cycle's load itself,
+/// so crashes also hit a store that has just come out of abnormal recovery.
+fn kill_minus_9_cycles(name: &'static str, flush: &'static str) {
+    bounded(name, Duration::from_secs(170), move |cleanup| {
+        let seed = seed_for(name);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root).set("FLUSHDISKTYPE", flush);
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let mut broker = Broker::start(&cleanup, &env);
+        let mut per_cycle = Vec::new();
+        let mut clean_stops = 0;
+        let mut last = BTreeMap::new();
+        for cycle in 0..CYCLES {
+            let delay = Duration::from_millis(rng.range(100, 400));
+            let pid = broker.pid;
+            let results = rt.block_on(load(
+                &broker.addr,
+                &format!("c{cycle}"),
+                rng.next_u64(),
+                async move {
+                    tokio::time::sleep(delay).await;
+                    // SAFETY: kill(2) on our running, unreaped child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    false
+                },
+            ));
+            let acked = ledger.record_all(results);
+            let st = broker
+                .wait_exit(WAIT_LIMIT)
+                .expect("the broker exits after SIGKILL");
+            assert_eq!(st.signal(), Some(libc::SIGKILL), "cycle {cycle}: {st}");
+            assert!(
+                root.join("abort").exists(),
+                "cycle {cycle}: a killed broker leaves its abort file"
+            );
+            per_cycle.push((delay.as_millis(), acked));
+            broker = Broker::start(&cleanup, &env);
+            assert_abnormal_start(&broker);
+            last = rt.block_on(verify(
+                &broker.addr,
+                &ledger,
+                &format!("{name} cycle {cycle} after kill -9"),
+            ));
+            if cycle + 1 == CYCLES || rng.below(2) == 0 {
+                broker.stop_cleanly();
+                clean_stops += 1;
+                if cycle + 1 < CYCLES {
+                    broker = Broker::start(&cleanup, &env);
+                    assert_normal_start(&broker);
+                }
+            }
+        }
+        eprintln!(
+            "{name}: {CYCLES} kill -9 cycles ({clean_stops} followed by a clean stop), {} acked, \
+             {} without reply, error codes {:?} (e.g. {:?}); (delay ms, acked) per cycle: \
+             {per_cycle:?}",
+            ledger.acked.len(),
+            ledger.no_reply,
+            ledger.codes,
+            ledger.samples
+        );
+        assert_offline_matches(&root, CQ_FILE_SIZE, &last);
+    });
+}
+
+#[test]
+fn kill_minus_9_under_sync_flush_loses_no_acknowledged_message() {
+    kill_minus_9_cycles(
+        "kill_minus_9_under_sync_flush_loses_no_acknowledged_message",
+        "SYNC_FLUSH",
+    );
+}
+
+/// Under ASYNC_FLUSH an acknowledged message may sit only in the page cache, which survives the
+/// death of the process: a process crash loses nothing acknowledged either.
+#[test]
+fn kill_minus_9_under_async_flush_loses_no_acknowledged_message() {
+    kill_minus_9_cycles(
+        "kill_minus_9_under_async_flush_loses_no_acknowledged_message",
+        "ASYNC_FLUSH",
+    );
+}
+
+/// T5(e): an `abort` file left behind after a clean stop selects abnormal recovery, which must
+/// serve everything and let new sends continue at the next offsets.
+#[test]
+fn leftover_abort_file_takes_abnormal_recovery_and_serves_everything() {
+    let name = "leftover_abort_file_takes_abnormal_recovery_and_serves_everything";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        let seed = seed_for(name);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root);
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let results = rt.block_on(load(&broker.addr, "before", rng.next_u64(), async {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            true
+        }));
+        ledger.record_all(results);
+
+        broker.stop_cleanly();
+
+        // As RocketMQ 4.9 writes it: an empty file.
+        std::fs::write(root.join("abort"), b"").expect("create abort by hand");
+        let mut broker = Broker::start(&cleanup, &env);
+        assert_abnormal_start(&broker);
+        rt.block_on(verify(&broker.addr, &ledger, "after a leftover abort file"));
+        let results = rt.block_on(load(&broker.addr, "after", rng.next_u64(), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            true
+        }));
+        assert!(ledger.record_all(results) > 0);
+        let wire = rt.block_on(verify(&broker.addr, &ledger, "after new sends"));
+        broker.stop_cleanly();
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+    });
+}
+
+/// Newest file of `consumequeue/<TOPIC>/<q>/`.
+fn last_cq_file(root: &Path, q: i32) -> PathBuf {
+    let dir = root.join("consumequeue").join(TOPIC).join(q.to_string());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    files.sort();
+    files
+        .pop()
+        .unwrap_or_else(|| panic!("{}: no file", dir.display()))
+}
+
+fn cq_file_names(root: &Path, q: i32) -> Vec<String> {
+    let dir = root.join("consumequeue").join(TOPIC).join(q.to_string());
+    let mut v: Vec<String> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// T5(d): a clean stop, the newest ConsumeQueue file of three queues deleted (one of them its only
+/// file), a start: the queues are rebuilt from the CommitLog with the same offsets and messages,
+/// and new sends continue at the next offset.
+#[test]
+fn deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets() {
+    let name = "deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        // 100 units per ConsumeQueue file.
+        let cq_size = 100 * 20;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root).set("MAPPEDFILESIZECONSUMEQUEUE", &cq_size.to_string());
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let counts = [250usize, 230, 30, 120];
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let before = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            // Interleaved, so each queue's records are spread over the CommitLog.
+            for round in 0..10 {
+                for (q, n) in counts.iter().enumerate() {
+                    send_n(
+                        &client,
+                        &mut ledger,
+                        &format!("r{round}"),
+                        q as i32,
+                        n / 10,
+                        100,
+                    )
+                    .await;
+                }
+            }
+            verify(&broker.addr, &ledger, "before the deletion").await
+        });
+        broker.stop_cleanly();
+        let names_before: Vec<_> = (0..QUEUES).map(|q| cq_file_names(&root, q)).collect();
+        assert_eq!(
+            names_before[0].len(),
+            3,
+            "queue 0 spans 3 ConsumeQueue files"
+        );
+        assert_eq!(
+            names_before[2].len(),
+            1,
+            "queue 2 has a single ConsumeQueue file"
+        );
+        for q in 0..3 {
+            let f = last_cq_file(&root, q);
+            std::fs::remove_file(&f).expect("delete the last ConsumeQueue file");
+            eprintln!("deleted {}", f.display());
+        }
+
+        let mut broker = Broker::start(&cleanup, &env);
+        assert_not_abnormal_start(&broker);
+        assert!(
+            broker.output().contains("dispatching CommitLog records"),
+            "the start must re-dispatch what the deleted files indexed; its log:\n{}",
+            broker.output()
+        );
+        let after = rt.block_on(verify(&broker.addr, &ledger, "after the deletion"));
+        assert_eq!(
+            after, before,
+            "the rebuilt queues differ from the originals"
+        );
+        // New sends continue at the next offsets.
+        rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            for (q, n) in counts.iter().enumerate() {
+                let mut l = Ledger::default();
+                send_n(&client, &mut l, "new", q as i32, 10, 100).await;
+                let mut offsets: Vec<u64> = l.acked.values().map(|a| a.offset).collect();
+                offsets.sort_unstable();
+                assert_eq!(
+                    offsets,
+                    (*n as u64..*n as u64 + 10).collect::<Vec<_>>(),
+                    "q{q}: new sends must continue at offset {n}"
+                );
+                for (k, a) in l.acked {
+                    ledger.sent.insert(k.clone());
+                    ledger.slots.insert((a.queue, a.offset), k.clone());
+                    ledger.acked.insert(k, a);
+                }
+            }
+        });
+        let wire = rt.block_on(verify(&broker.addr, &ledger, "after new sends"));
+        broker.stop_cleanly();
+        let names_after: Vec<_> = (0..QUEUES).map(|q| cq_file_names(&root, q)).collect();
+        assert_eq!(
+            names_after, names_before,
+            "the deleted ConsumeQueue files are recreated under their names"
+        );
+        assert_offline_matches(&root, cq_size, &wire);
+    });
+}
+
+/// T5(d), the far case: the lost ConsumeQueue file indexes records that lie in a CommitLog file
+/// older than the three newest, which normal recovery does not re-scan. The queue must still be
+/// rebuilt (or the broker must refuse to start), never silently shortened so that new sends reuse
+/// acknowledged offsets.
+#[test]
+#[ignore = "bug: a ConsumeQueue file whose records lie before the 3 newest CommitLog files is not \
+            rebuilt at start: the queue is served short (max 100, not 150) and the next SEND is \
+            acknowledged at offset 100 again (normal recovery only scans the 3 newest files for \
+            first_undispatched, actors/src/store/mod.rs Store::open_with)"]
+fn consume_queue_file_lost_behind_the_last_three_commitlog_files_is_rebuilt() {
+    let name = "consume_queue_file_lost_behind_the_last_three_commitlog_files_is_rebuilt";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        let cq_size = 100 * 20;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root).set("MAPPEDFILESIZECONSUMEQUEUE", &cq_size.to_string());
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let before = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            // Queue 0: 150 small messages, all in CommitLog file 0; ConsumeQueue files 0 and 1.
+            send_n(&client, &mut ledger, "early", 0, 150, 100).await;
+            // Queue 1: about 18 MiB of big messages, so the CommitLog has 5 files.
+            send_n(&client, &mut ledger, "bulk", 1, 300, 60_000).await;
+            verify(&broker.addr, &ledger, "before the deletion").await
+        });
+        broker.stop_cleanly();
+        let cl_files = std::fs::read_dir(root.join("commitlog"))
+            .expect("commitlog")
+            .count();
+        assert!(
+            cl_files >= 5,
+            "the CommitLog has {cl_files} files, expected at least 5"
+        );
+        let f = last_cq_file(&root, 0);
+        std::fs::remove_file(&f).expect("delete the last ConsumeQueue file of queue 0");
+        eprintln!("deleted {}", f.display());
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let max0 = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            max_offset(&client, 0).await
+        });
+        assert_eq!(
+            max0, 150,
+            "queue 0 is served with max offset {max0} instead of 150 after losing its ConsumeQueue \
+             file 00000000000000002000: the records of offsets 100..150 (CommitLog file 0) are not \
+             re-dispatched, and the next SEND to queue 0 is acknowledged at offset {max0} again"
+        );
+        let after = rt.block_on(verify(&broker.addr, &ledger, "after the deletion"));
+        assert_eq!(
+            after, before,
+            "the rebuilt queues differ from the originals"
+        );
+        rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let r = client
+                .invoke(
+                    send_request(TOPIC, 0, body_of(&key("late", 10))),
+                    RPC_TIMEOUT,
+                )
+                .await
+                .expect("SEND answered");
+            assert_eq!(r.code, rc::SUCCESS, "{}", describe(&r));
+            assert_eq!(r.ext("queueOffset"), Some("150"), "{}", describe(&r));
+        });
+        broker.stop_cleanly();
+    });
+}
+
+/// A second broker process pointed at a store in use is refused with a message saying so, exits
+/// non-zero, and does not disturb the first, which keeps serving.
+#[test]
+fn second_broker_on_the_same_store_is_refused_and_the_first_keeps_serving() {
+    let name = "second_broker_on_the_same_store_is_refused_and_the_first_keeps_serving";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root);
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        let mut first = Broker::start(&cleanup, &env);
+        rt.block_on(async {
+            let client = RemotingClient::connect(&first.addr).await.expect("connect");
+            for q in 0..QUEUES {
+                send_n(&client, &mut ledger, "first", q, 20, 500).await;
+            }
+        });
+        let mut second = Broker::spawn(&cleanup, &env);
+        let st = second.wait_exit(START_LIMIT).unwrap_or_else(|| {
+            panic!(
+                "the second broker is still running on a store in use; its output:\n{}",
+                second.output()
+            )
+        });
+        let out = second.output();
+        eprintln!("second broker: {st}; output:\n{out}");
+        assert!(
+            !st.success(),
+            "the second broker must exit non-zero, got {st}; output:\n{out}"
+        );
+        assert!(
+            out.contains("in use") && out.contains(root.to_str().unwrap()),
+            "the refusal must say the store directory {} is in use; output:\n{out}",
+            root.display()
+        );
+        assert!(
+            !out.contains("broker started"),
+            "the second broker must not start; output:\n{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("abort")).expect("abort file of the first"),
+            first.pid.to_string(),
+            "the abort file still names the first broker"
+        );
+        assert!(first.poll_exit().is_none(), "the first broker died");
+        rt.block_on(async {
+            verify(&first.addr, &ledger, "first broker after the refusal").await;
+            let client = RemotingClient::connect(&first.addr).await.expect("connect");
+            for q in 0..QUEUES {
+                send_n(&client, &mut ledger, "after", q, 10, 500).await;
+            }
+        });
+        let wire = rt.block_on(verify(&first.addr, &ledger, "first broker, new sends"));
+        first.stop_cleanly();
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+    });
+}
+
+/// T14: SIGTERM while 4 producers send, a random 200–500 ms after the first acknowledgement:
+/// exit code 0 within the limit, `broker stopped cleanly`, the abort file gone. With `strict`,
+/// the stopped store's ConsumeQueues must already cover every CommitLog record (checked offline
+/// before the restart) and the next start must have nothing to re-dispatch; without it, the next
+/// start must take the normal path (no abnormal recovery). Either way it must serve every
+/// acknowledged message.
+fn sigterm_under_load(name: &'static str, strict: bool) {
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        let seed = seed_for(name);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root);
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let pid = broker.pid;
+        let delay = Duration::from_millis(rng.range(200, 500));
+        let results = rt.block_on(load(&broker.addr, "term", rng.next_u64(), async move {
+            tokio::time::sleep(delay).await;
+            // SAFETY: kill(2) on our running, unreaped child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            false
+        }));
+        let acked = ledger.record_all(results);
+        let st = broker.wait_exit(STOP_LIMIT).unwrap_or_else(|| {
+            panic!(
+                "no exit within {STOP_LIMIT:?} of SIGTERM; tail:\n{}",
+                broker.tail(40)
+            )
+        });
+        assert_eq!(
+            st.code(),
+            Some(0),
+            "exit status {st}; tail:\n{}",
+            broker.tail(40)
+        );
+        assert!(broker.output().contains("broker stopped cleanly"));
+        assert_no_abort_file(&root);
+        eprintln!(
+            "SIGTERM after {delay:?}: {acked} acked, {} without reply, error codes {:?} (e.g. \
+             {:?})",
+            ledger.no_reply, ledger.codes, ledger.samples
+        );
+        if strict {
+            // The clean stop itself must leave ConsumeQueues that index the whole CommitLog.
+            offline_check(&root, CQ_FILE_SIZE);
+        }
+
+        let started = Instant::now();
+        let mut broker = Broker::start(&cleanup, &env);
+        eprintln!("normal start took {:?}", started.elapsed());
+        if strict {
+            assert_normal_start(&broker);
+        } else {
+            assert_not_abnormal_start(&broker);
+        }
+        let wire = rt.block_on(verify(&broker.addr, &ledger, "after SIGTERM under load"));
+        broker.stop_cleanly();
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+    });
+}
+
+#[test]
+fn sigterm_under_load_stops_cleanly_and_loses_nothing() {
+    sigterm_under_load("sigterm_under_load_stops_cleanly_and_loses_nothing", false);
+}
+
+/// The strict half of T14: a clean stop completes what it acknowledged, so the next start takes
+/// the normal path with nothing to re-dispatch (no "abnormal" anywhere in its log).
+#[test]
+fn sigterm_under_load_leaves_consume_queues_complete() {
+    sigterm_under_load("sigterm_under_load_leaves_consume_queues_complete", true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Disk full
+// ---------------------------------------------------------------------------------------------
+
+/// A small file system the test owns, unmounted on drop.
+struct SmallFs {
+    mnt: PathBuf,
+    kind: &'static str,
+    cleanup: Arc<Cleanup>,
+}
+
+impl SmallFs {
+    /// tmpfs of `mib` MiB at `dir/mnt`, else a loop-mounted ext4 image; `Err` says why neither.
+    fn mount(cleanup: &Arc<Cleanup>, dir: &Path, mib: u64) -> Result<SmallFs, String> {
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
+        let run = |cmd: &mut Command| -> Result<(), String> {
+            let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{cmd:?}: {} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let tmpfs = run(Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={mib}m"))
+            .arg("tmpfs")
+            .arg(&mnt));
+        let kind = match tmpfs {
+            Ok(()) => "tmpfs",
+            Err(e1) => {
+                let img = dir.join("fs.img");
+                let ext4 = std::fs::File::create(&img)
+                    .and_then(|f| f.set_len(mib * 1024 * 1024))
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img)))
+                    .and_then(|()| {
+                        run(Command::new("mount")
+                            .args(["-o", "loop"])
+                            .arg(&img)
+                            .arg(&mnt))
+                    });
+                match ext4 {
+                    Ok(()) => "ext4 on a loop device",
+                    Err(e2) => return Err(format!("tmpfs: {e1}; loop ext4: {e2}")),
+                }
+            }
+        };
+        cleanup.add_mount(&mnt);
+        Ok(SmallFs {
+            mnt,
+            kind,
+            cleanup: cleanup.clone(),
+        })
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+        self.cleanup.remove_mount(&self.mnt);
+    }
+}
+
+fn statvfs(path: &Path) -> libc::statvfs {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path without NUL");
+    // SAFETY: an all-zero statvfs is a valid value for this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a pointer to a live, writable statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(
+        rc,
+        0,
+        "statvfs {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+    st
+}
+
+/// Used percentage of the file system holding `path`, computed as the broker does (`df`).
+fn used_pct(path: &Path) -> f64 {
+    let st = statvfs(path);
+    let used = (st.f_blocks - st.f_bfree) as f64;
+    let avail = st.f_bavail as f64;
+    100.0 * used / (used + avail)
+}
+
+/// Size of the file system holding `path`, in bytes.
+fn fs_bytes(path: &Path) -> u64 {
+    let st = statvfs(path);
+    st.f_blocks * st.f_frsize
+}
+
+/// Bytes available to us on the file system holding `path`.
+fn fs_avail(path: &Path) -> u64 {
+    let st = statvfs(path);
+    st.f_bavail * st.f_frsize
+}
+
+/// T10: on a 64 MiB file system with 4 MiB CommitLog files, `diskSpaceWarningLevelRatio` 50 and
+/// `diskSpaceCleanForciblyRatio` 45, a filler file brings usage just under the limit; sends then go
+/// on until the next CommitLog file pushes usage over it. (The broker measures usage at most every
+/// 500 ms, so a fast producer writes a few files past the limit before the refusal: the file
+/// system leaves room for that, or the refusal would come from a real ENOSPC instead.) The
+/// refusal must be SERVICE_NOT_AVAILABLE (14) with a remark naming the cause, the path, the usage and the limit;
+/// the broker stays up and serves everything acknowledged; deleting the filler lets sends succeed
+/// again without a restart, at the next queue offsets (refused sends stored nothing).
+#[test]
+fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_returns() {
+    let name = "disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_returns";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        const FS_MIB: u64 = 64;
+        const WARN: u32 = 50;
+        const CLEAR: u32 = 45;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fs = match SmallFs::mount(&cleanup, dir.path(), FS_MIB) {
+            Ok(fs) => fs,
+            Err(why) => {
+                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
+                return;
+            }
+        };
+        eprintln!(
+            "{name}: store on a {FS_MIB} MiB {} at {}",
+            fs.kind,
+            fs.mnt.display()
+        );
+        let root = fs.mnt.join("store");
+        let env = BrokerEnv::new(&root)
+            .set("DISKSPACEWARNINGLEVELRATIO", &WARN.to_string())
+            .set("DISKSPACECLEANFORCIBLYRATIO", &CLEAR.to_string());
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let mut broker = Broker::start(&cleanup, &env);
+
+        // Fill to 5 points under the limit: the next CommitLog file (6.25 %) crosses it, and there
+        // is still room for several more files before the file system is really full.
+        let total = fs_bytes(&fs.mnt);
+        let used0 = used_pct(&fs.mnt);
+        let target = f64::from(WARN) - 5.0;
+        assert!(
+            used0 < target,
+            "the fresh store already uses {used0:.1}% of the file system"
+        );
+        let filler_bytes = ((target - used0) / 100.0 * total as f64) as usize / 4096 * 4096;
+        let filler = fs.mnt.join("filler");
+        std::fs::write(&filler, vec![0x5Au8; filler_bytes]).expect("write the filler");
+        let used1 = used_pct(&fs.mnt);
+        eprintln!("usage: fresh store {used0:.1}%, with a {filler_bytes} B filler {used1:.1}%");
+        assert!(
+            used1 < f64::from(WARN),
+            "the filler alone crosses the limit"
+        );
+
+        const BODY: u64 = 16 * 1024;
+        let (refusal, refused_at) = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let started = Instant::now();
+            let mut n = 0;
+            loop {
+                let k = key(&format!("fill-{n}"), BODY);
+                n += 1;
+                let r = client
+                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                    .await
+                    .unwrap_or_else(|e| panic!("SEND {k} got no reply (did the broker die?): {e}"));
+                if r.code == rc::SUCCESS {
+                    ledger.record(k, 0, outcome(Ok(r)));
+                } else {
+                    ledger.sent.insert(k.clone());
+                    ledger.refused.insert(k);
+                    break (r, used_pct(&fs.mnt));
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(40),
+                    "no refusal after {n} sends; usage {:.1}%",
+                    used_pct(&fs.mnt)
+                );
+            }
+        });
+        let remark = refusal.remark.clone().unwrap_or_default();
+        eprintln!(
+            "refused after {} acknowledged sends at {refused_at:.1}% used: code {} remark {remark:?}",
+            ledger.acked.len(),
+            refusal.code
+        );
+        assert_eq!(
+            refusal.code,
+            rc::SERVICE_NOT_AVAILABLE,
+            "a full disk must answer SERVICE_NOT_AVAILABLE: {}",
+            describe(&refusal)
+        );
+        assert!(
+            remark.contains("disk full")
+                && remark.contains(&fs.mnt.to_string_lossy().to_string())
+                && remark.contains('%')
+                && remark.contains(&WARN.to_string()),
+            "the remark must name the cause, the path, the usage and the limit: {remark:?}"
+        );
+        assert!(
+            broker.poll_exit().is_none(),
+            "the broker died on a full disk"
+        );
+
+        rt.block_on(async {
+            // Still refused while full, and still serving reads.
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let k = key("still-full", 10);
+            let r = client
+                .invoke(send_request(TOPIC, 1, body_of(&k)), RPC_TIMEOUT)
+                .await
+                .expect("SEND answered");
+            assert_eq!(r.code, rc::SERVICE_NOT_AVAILABLE, "{}", describe(&r));
+            ledger.sent.insert(k.clone());
+            ledger.refused.insert(k);
+            verify(&broker.addr, &ledger, "while the disk is full").await;
+
+            std::fs::remove_file(&filler).expect("delete the filler");
+            eprintln!("filler deleted: usage {:.1}%", used_pct(&fs.mnt));
+            let started = Instant::now();
+            let mut n = 0;
+            loop {
+                let k = key(&format!("retry-{n}"), 10);
+                n += 1;
+                let r = client
+                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                    .await
+                    .expect("SEND answered");
+                if r.code == rc::SUCCESS {
+                    ledger.record(k, 0, outcome(Ok(r)));
+                    break;
+                }
+                assert_eq!(r.code, rc::SERVICE_NOT_AVAILABLE, "{}", describe(&r));
+                ledger.sent.insert(k.clone());
+                ledger.refused.insert(k);
+                assert!(
+                    started.elapsed() < WAIT_LIMIT,
+                    "sends still refused {WAIT_LIMIT:?} after space returned ({:.1}% used): {}",
+                    used_pct(&fs.mnt),
+                    describe(&r)
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            eprintln!("accepted again after {:?}", started.elapsed());
+            let next = ledger.acked.len() as u64;
+            let mut l = Ledger::default();
+            send_n(&client, &mut l, "resumed", 0, 20, 1000).await;
+            let mut offsets: Vec<u64> = l.acked.values().map(|a| a.offset).collect();
+            offsets.sort_unstable();
+            assert_eq!(
+                offsets,
+                (next..next + 20).collect::<Vec<_>>(),
+                "sends after the refusal continue at the next offsets"
+            );
+            for (k, a) in l.acked {
+                ledger.sent.insert(k.clone());
+                ledger.acked.insert(k, a);
+            }
+        });
+        let wire = rt.block_on(verify(&broker.addr, &ledger, "after space returned"));
+        broker.stop_cleanly();
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+        drop(broker);
+        drop(fs);
+    });
+}
+
+/// T10, the hard case: the usage limit is off (`diskSpaceWarningLevelRatio` 100) and the file
+/// system really runs out of space when the writer needs its next CommitLog file. CommitLog files
+/// are fully allocated before they are mapped, so this must be a clean refusal
+/// (SERVICE_NOT_AVAILABLE naming the cause), never a SIGBUS; everything acknowledged stays
+/// readable and sends succeed again once space is freed, without a restart.
+#[test]
+fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
+    let name = "physically_full_disk_refuses_sends_without_crashing_and_recovers";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        const FS_MIB: u64 = 32;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fs = match SmallFs::mount(&cleanup, dir.path(), FS_MIB) {
+            Ok(fs) => fs,
+            Err(why) => {
+                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
+                return;
+            }
+        };
+        let root = fs.mnt.join("store");
+        let env = BrokerEnv::new(&root)
+            .set("DISKSPACEWARNINGLEVELRATIO", "100")
+            .set("DISKSPACECLEANFORCIBLYRATIO", "100");
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let mut broker = Broker::start(&cleanup, &env);
+
+        // Leave room for one more CommitLog file and a little metadata, not for two.
+        let avail = fs_avail(&fs.mnt);
+        let leave = CL_FILE_SIZE + CL_FILE_SIZE / 2;
+        assert!(avail > leave, "only {avail} B free on a fresh store");
+        let filler = fs.mnt.join("filler");
+        std::fs::write(&filler, vec![0x5Au8; (avail - leave) as usize]).expect("write the filler");
+        eprintln!("{name}: {} B free after the filler", fs_avail(&fs.mnt));
+
+        const BODY: u64 = 16 * 1024;
+        let refusal = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let started = Instant::now();
+            let mut n = 0;
+            loop {
+                let k = key(&format!("fill-{n}"), BODY);
+                n += 1;
+                let reply = client
+                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                    .await;
+                match reply {
+                    Ok(r) if r.code == rc::SUCCESS => ledger.record(k, 0, outcome(Ok(r))),
+                    Ok(r) => {
+                        ledger.sent.insert(k.clone());
+                        ledger.refused.insert(k);
+                        break r;
+                    }
+                    Err(e) => panic!("SEND {k} got no reply (did the broker die?): {e}"),
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(40),
+                    "no refusal after {n} sends; {} B free",
+                    fs_avail(&fs.mnt)
+                );
+            }
+        });
+        eprintln!(
+            "{name}: refused after {} acknowledged sends with {} B free: {}",
+            ledger.acked.len(),
+            fs_avail(&fs.mnt),
+            describe(&refusal)
+        );
+        assert!(
+            broker.poll_exit().is_none(),
+            "the broker died on a full disk:\n{}",
+            broker.tail(30)
+        );
+        assert_eq!(
+            refusal.code,
+            rc::SERVICE_NOT_AVAILABLE,
+            "a full disk must answer SERVICE_NOT_AVAILABLE: {}",
+            describe(&refusal)
+        );
+        rt.block_on(async {
+            verify(&broker.addr, &ledger, "while the disk is full").await;
+            std::fs::remove_file(&filler).expect("delete the filler");
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let started = Instant::now();
+            let mut n = 0;
+            loop {
+                let k = key(&format!("retry-{n}"), 10);
+                n += 1;
+                let r = client
+                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                    .await
+                    .expect("SEND answered");
+                if r.code == rc::SUCCESS {
+                    ledger.record(k, 0, outcome(Ok(r)));
+                    break;
+                }
+                ledger.sent.insert(k.clone());
+                ledger.refused.insert(k);
+                assert!(
+                    started.elapsed() < WAIT_LIMIT,
+                    "sends still refused {WAIT_LIMIT:?} after space returned: {}; broker log \
+                     tail:\n{}",
+                    describe(&r),
+                    broker.tail(30)
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let next = ledger.acked.len() as u64;
+            let mut l = Ledger::default();
+            send_n(&client, &mut l, "resumed", 0, 300, BODY).await;
+            let mut offsets: Vec<u64> = l.acked.values().map(|a| a.offset).collect();
+            offsets.sort_unstable();
+            assert_eq!(offsets, (next..next + 300).collect::<Vec<_>>());
+            for (k, a) in l.acked {
+                ledger.sent.insert(k.clone());
+                ledger.acked.insert(k, a);
+            }
+        });
+        let wire = rt.block_on(verify(&broker.addr, &ledger, "after space returned"));
+        broker.stop_cleanly();
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+        drop(broker);
+        drop(fs);
+    });
+}
