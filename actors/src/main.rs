@@ -9,7 +9,7 @@ use actormq::bench_wire::{
 };
 use actormq::broker::BrokerOptions;
 use actormq_core::clock::SystemClock;
-use actormq_core::config::load;
+use actormq_core::config::{load_with_overrides, parse_override, print_config_items, process_env};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -27,9 +27,19 @@ struct Cli {
 enum Command {
     /// Run a broker (with an embedded name server unless one is configured).
     Broker {
-        /// Configuration file (ActorMQ TOML).
+        /// Configuration file: a RocketMQ `broker.conf` (Java properties) or ActorMQ TOML.
         #[arg(short = 'c', long = "configFile")]
         config: Option<PathBuf>,
+        /// Print every configuration item (as broker.conf lines) and exit, like RocketMQ's -p.
+        #[arg(short = 'p', long = "printConfigItem")]
+        print_all: bool,
+        /// Print the important configuration items and exit, like RocketMQ's -m.
+        #[arg(short = 'm', long = "printImportantConfig")]
+        print_important: bool,
+        /// `key=value` overrides with RocketMQ key names; they win over the file and the
+        /// environment.
+        #[arg(value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
         /// Name server address(es), `host:port;host:port`. Without one (here, in the file or in
         /// NAMESRV_ADDR) the broker runs an embedded name server on port 9876.
         #[arg(short = 'n', long = "namesrvAddr")]
@@ -95,9 +105,12 @@ fn main() -> anyhow::Result<()> {
         Command::Namesrv { listen } => run_namesrv(listen),
         Command::Broker {
             config,
+            print_all,
+            print_important,
+            overrides,
             namesrv,
             namesrv_listen,
-        } => run_broker(config, namesrv, namesrv_listen),
+        } => run_broker(BrokerCli { config, print_all, print_important, overrides, namesrv, namesrv_listen }),
     }
 }
 
@@ -132,18 +145,32 @@ fn run_namesrv(listen: std::net::SocketAddr) -> anyhow::Result<()> {
     })
 }
 
-fn run_broker(
+struct BrokerCli {
     config: Option<PathBuf>,
+    print_all: bool,
+    print_important: bool,
+    overrides: Vec<String>,
     namesrv: Option<String>,
     namesrv_listen: Option<std::net::SocketAddr>,
-) -> anyhow::Result<()> {
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    let mut loaded = load(config.as_deref(), &env)?;
+}
+
+fn run_broker(cli: BrokerCli) -> anyhow::Result<()> {
+    // Layers: defaults -> NAMESRV_ADDR -> file -> ACTORMQ_* -> command line (-n, key=value).
+    let mut layer = Vec::new();
+    if let Some(n) = cli.namesrv {
+        layer.push(("namesrvAddr".to_owned(), n));
+    }
+    for a in &cli.overrides {
+        layer.push(parse_override(a)?);
+    }
+    let loaded = load_with_overrides(cli.config.as_deref(), &process_env(), &layer)?;
     loaded.log_warnings();
-    if let Some(n) = namesrv {
-        loaded.config.broker.namesrv_addr = Some(n);
+    if cli.print_all || cli.print_important {
+        print!("{}", print_config_items(&loaded.config, cli.print_important && !cli.print_all));
+        return Ok(());
     }
     let cfg = loaded.config;
+    let namesrv_listen = cli.namesrv_listen;
     actix_rt::System::new().block_on(async move {
         let broker = actormq::broker::start(
             cfg,
