@@ -19,6 +19,10 @@ use clap::{Parser, Subcommand};
     about = "A RocketMQ-compatible message broker built from actors"
 )]
 struct Cli {
+    /// Log format: `human` (default) or `json` (one JSON object per line, for log shippers).
+    /// Filter with RUST_LOG, e.g. `RUST_LOG=actormq=debug`.
+    #[arg(long, global = true, default_value = "human", value_parser = ["human", "json"])]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -74,12 +78,17 @@ enum BenchCommand {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
     let cli = Cli::parse();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    if cli.log_format == "json" {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
     match cli.command {
         Command::Bench {
             what: BenchCommand::Store(args),
@@ -110,7 +119,14 @@ fn main() -> anyhow::Result<()> {
             overrides,
             namesrv,
             namesrv_listen,
-        } => run_broker(BrokerCli { config, print_all, print_important, overrides, namesrv, namesrv_listen }),
+        } => run_broker(BrokerCli {
+            config,
+            print_all,
+            print_important,
+            overrides,
+            namesrv,
+            namesrv_listen,
+        }),
     }
 }
 
@@ -166,7 +182,10 @@ fn run_broker(cli: BrokerCli) -> anyhow::Result<()> {
     let loaded = load_with_overrides(cli.config.as_deref(), &process_env(), &layer)?;
     loaded.log_warnings();
     if cli.print_all || cli.print_important {
-        print!("{}", print_config_items(&loaded.config, cli.print_important && !cli.print_all));
+        print!(
+            "{}",
+            print_config_items(&loaded.config, cli.print_important && !cli.print_all)
+        );
         return Ok(());
     }
     let cfg = loaded.config;
