@@ -207,6 +207,7 @@ pub async fn start(
     };
     let sc = &cfg.store;
     let core = BrokerCore {
+        batcher: Default::default(),
         store: store.clone(),
         reader: store.reader().clone(),
         meta: meta_ref.clone(),

@@ -25,6 +25,7 @@ use actormq_core::protocol::body::{
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::*;
+use actormq_core::store::commit_log::AppendOk;
 use actormq_core::store::reader::{GetLimits, GetStatus, StoreReader, TagFilter};
 use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::{check_send_topic, check_topic_name};
@@ -55,7 +56,61 @@ pub struct ProcessorSettings {
     pub version_desc: String,
 }
 
+/// Coalesces the SENDs that arrive in one turn of the connection thread into one `AppendBatch`
+/// writer message: one mailbox hop and one thread wake-up for many messages instead of one each.
+/// A SEND waits at most one scheduler turn for company.
+#[derive(Default)]
+pub struct SendBatcher {
+    pending: std::cell::RefCell<Vec<PendingSend>>,
+    scheduled: std::cell::Cell<bool>,
+}
+
+type PendingSend = (
+    NewMessage,
+    tokio::sync::oneshot::Sender<Result<AppendOk, PutError>>,
+);
+
+/// Most messages in one writer mailbox message.
+const MAX_SEND_BATCH: usize = 512;
+
+impl SendBatcher {
+    pub async fn put(
+        self: &Rc<Self>,
+        store: &Rc<Store>,
+        msg: NewMessage,
+    ) -> Result<AppendOk, PutError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.pending.borrow_mut().push((msg, tx));
+        if !self.scheduled.replace(true) {
+            let me = self.clone();
+            let store = store.clone();
+            actix_rt::spawn(async move {
+                // One turn of the thread: SENDs decoded from other sockets in this turn join in.
+                tokio::task::yield_now().await;
+                me.scheduled.set(false);
+                let mut all = std::mem::take(&mut *me.pending.borrow_mut());
+                while !all.is_empty() {
+                    let rest = all.split_off(all.len().min(MAX_SEND_BATCH));
+                    let (msgs, txs): (Vec<_>, Vec<_>) = all.into_iter().unzip();
+                    let results = store.put_many(msgs).await;
+                    for (tx, r) in txs.into_iter().zip(results) {
+                        let _ = tx.send(r);
+                    }
+                    all = rest;
+                }
+            });
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(PutError::new(
+                PutStatus::ServiceNotAvailable,
+                "the broker is shutting down",
+            ))
+        })
+    }
+}
+
 pub struct BrokerCore {
+    pub batcher: Rc<SendBatcher>,
     pub store: Rc<Store>,
     pub reader: StoreReader,
     pub meta: ActorRef<Metadata>,
@@ -403,7 +458,7 @@ impl BrokerCore {
                 let uniq = properties::find(&props, keys::UNIQ_KEY).map(str::to_string);
                 let msg = make(req.body.clone(), h.flag, props);
                 let bytes = msg.body.len() as u64;
-                match self.store.put(msg).await {
+                match self.batcher.put(&self.store, msg).await {
                     Ok(ok) => {
                         Stats::add(&self.stats.put_msgs, 1);
                         Stats::add(&self.stats.put_bytes, bytes);
