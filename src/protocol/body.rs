@@ -46,60 +46,12 @@ pub fn to_json_bytes<T: Serialize>(value: &T) -> Result<bytes::Bytes, serde_json
     serde_json::to_vec(value).map(bytes::Bytes::from)
 }
 
-/// Rewrites `{0:` / `, -1 :` into `{"0":` / `, "-1" :` outside string literals. Returns `None`
-/// when there was nothing to rewrite.
+/// Quotes fastjson's unquoted integer map keys (the one implementation is
+/// [`crate::meta::quote_integer_keys`]). Returns `None` when there was nothing to rewrite.
 fn quote_integer_keys(src: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(src.len() + 16);
-    let mut changed = false;
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut i = 0;
-    while let Some(&b) = src.get(i) {
-        out.push(b);
-        i += 1;
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            // A key can only follow `{` or `,`; inside an array `,` is followed by a value, and
-            // a value is never followed by `:`, so the look-ahead below tells them apart.
-            b'{' | b',' => {
-                let mut j = i;
-                while src.get(j).is_some_and(u8::is_ascii_whitespace) {
-                    j += 1;
-                }
-                let num_start = j;
-                if src.get(j) == Some(&b'-') {
-                    j += 1;
-                }
-                let digits_start = j;
-                while src.get(j).is_some_and(u8::is_ascii_digit) {
-                    j += 1;
-                }
-                let num_end = j;
-                while src.get(j).is_some_and(u8::is_ascii_whitespace) {
-                    j += 1;
-                }
-                if num_end > digits_start && src.get(j) == Some(&b':') {
-                    out.extend_from_slice(src.get(i..num_start).unwrap_or_default());
-                    out.push(b'"');
-                    out.extend_from_slice(src.get(num_start..num_end).unwrap_or_default());
-                    out.push(b'"');
-                    i = num_end;
-                    changed = true;
-                }
-            }
-            _ => {}
-        }
-    }
-    changed.then_some(out)
+    let text = std::str::from_utf8(src).ok()?;
+    let fixed = crate::meta::quote_integer_keys(text);
+    (fixed != text).then(|| fixed.into_bytes())
 }
 
 // ---------------------------------------------------------------------------------------------

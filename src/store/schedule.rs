@@ -97,7 +97,7 @@ impl DelayOffsets {
     }
 
     pub fn from_json(text: &str) -> Result<DelayOffsets, String> {
-        let fixed = quote_integer_keys(text);
+        let fixed = crate::meta::quote_integer_keys(text);
         let v: serde_json::Value =
             serde_json::from_str(&fixed).map_err(|e| format!("invalid JSON: {e}"))?;
         let table = v
@@ -116,63 +116,6 @@ impl DelayOffsets {
         }
         Ok(DelayOffsets(out))
     }
-}
-
-/// Turns `{1:5,` into `{"1":5,` outside of strings (Java's fastjson map-key style).
-fn quote_integer_keys(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    let mut in_str = false;
-    let mut escaped = false;
-    let b: Vec<char> = s.chars().collect();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if in_str {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-            i += 1;
-            continue;
-        }
-        if c == '"' {
-            in_str = true;
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        if (c == '{' || c == ',') && i + 1 < b.len() {
-            out.push(c);
-            let mut j = i + 1;
-            while j < b.len() && b[j].is_whitespace() {
-                j += 1;
-            }
-            let start = j;
-            while j < b.len() && (b[j].is_ascii_digit() || b[j] == '-') {
-                j += 1;
-            }
-            let mut k = j;
-            while k < b.len() && b[k].is_whitespace() {
-                k += 1;
-            }
-            if j > start && k < b.len() && b[k] == ':' {
-                out.push('"');
-                out.extend(&b[start..j]);
-                out.push('"');
-                i = j;
-                continue;
-            }
-            i += 1;
-            continue;
-        }
-        out.push(c);
-        i += 1;
-    }
-    out
 }
 
 #[cfg(test)]
