@@ -5,7 +5,12 @@
 //! * [`metrics`] — the broker's Prometheus `/metrics` endpoint (RocketMQ 5 names and labels).
 //! * [`store`] — the store actors (writer, allocator, flusher, reput, ConsumeQueue and index
 //!   builders, schedule delivery) and the [`store::Store`] handle.
-//! * [`bench`] — `actormq bench store`.
+//! * [`remoting`] — the transport: one `Connection` actor per socket, the `Processor` trait, a
+//!   small async client.
+//! * [`broker`] — broker start/stop, request processing, metadata, client registry, long polling,
+//!   name-server registration, and `TestBroker` for end-to-end tests.
+//! * [`namesrv`] — the name server's route registry and request processing.
+//! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`.
 
 pub mod bench;
 pub mod bench_wire;
