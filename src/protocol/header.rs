@@ -624,6 +624,70 @@ header! {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Admin (mqadmin, Dashboard, `actormq admin`)
+
+header! {
+    /// GET_CONSUME_STATS (208): one group's offsets on this broker; no topic = every topic the
+    /// group has offsets for.
+    pub struct GetConsumeStatsRequestHeader {
+        consumer_group: String => "consumerGroup",
+        topic: Option<String> => "topic",
+    }
+}
+
+header! {
+    /// GET_CONSUMER_CONNECTION_LIST (203).
+    pub struct GetConsumerConnectionListRequestHeader {
+        consumer_group: String => "consumerGroup",
+    }
+}
+
+header! {
+    /// GET_TOPIC_STATS_INFO (202).
+    pub struct GetTopicStatsInfoRequestHeader {
+        topic: String => "topic",
+    }
+}
+
+header! {
+    /// DELETE_TOPIC_IN_BROKER (215).
+    pub struct DeleteTopicRequestHeader {
+        topic: String => "topic",
+    }
+}
+
+header! {
+    /// DELETE_TOPIC_IN_NAMESRV (216): without a cluster, from every broker.
+    pub struct DeleteTopicFromNamesrvRequestHeader {
+        topic: String => "topic",
+        cluster_name: Option<String> => "clusterName",
+    }
+}
+
+header! {
+    /// GET_BROKER_CONFIG (26) response: the configuration's data version as JSON.
+    pub struct GetBrokerConfigResponseHeader {
+        version: String => "version",
+    }
+}
+
+header! {
+    /// INVOKE_BROKER_TO_RESET_OFFSET (222), and RESET_CONSUMER_CLIENT_OFFSET (220) to clients.
+    pub struct ResetOffsetRequestHeader {
+        topic: String => "topic",
+        group: String => "group",
+        /// -1 = every queue.
+        queue_id: i32 => "queueId" = -1,
+        /// An explicit offset (with a queue id) instead of a timestamp.
+        offset: Option<i64> => "offset",
+        /// Store time to rewind or skip to; -1 = the end of each queue.
+        timestamp: i64 => "timestamp",
+        /// Move even forwards past the committed offset.
+        is_force: bool => "isForce" = false,
+    }
+}
+
 #[cfg(test)]
 #[path = "header_tests.rs"]
 mod tests;

@@ -15,6 +15,7 @@
 //! response remark). Decoding is tolerant of every client's dialect (Java, Go, C++, Python,
 //! Rust…); encoding writes exactly what Java clients expect.
 
+pub mod admin;
 pub mod batch;
 pub mod body;
 pub mod codec;

@@ -122,6 +122,11 @@ impl CommitLog {
         }
     }
 
+    /// Forgets every queue offset of `topic` (a deleted topic starts again at 0).
+    pub fn remove_topic(&mut self, topic: &str) -> bool {
+        self.queue_offsets.remove(topic).is_some()
+    }
+
     /// Next queue offset the writer will assign to (topic, queue).
     pub fn queue_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
         QueueOffset(

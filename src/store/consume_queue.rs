@@ -117,6 +117,12 @@ impl CqTable {
     pub fn topics(&self) -> Vec<String> {
         self.map.load().keys().map(|k| k.to_string()).collect()
     }
+    fn remove_topic(&self, topic: &str) {
+        let cur = self.map.load();
+        let mut next: TopicMap = (**cur).clone();
+        next.remove(topic);
+        self.map.store(Arc::new(next));
+    }
     fn insert(&self, view: Arc<CqView>) {
         let cur = self.map.load();
         let mut next: TopicMap = (**cur).clone();
@@ -351,6 +357,21 @@ impl ConsumeQueueStore {
         unit: CqUnit,
     ) -> io::Result<()> {
         self.queue_mut(topic, queue_id)?.put(unit, offset)
+    }
+
+    /// Drops every queue of `topic` (DELETE_TOPIC_IN_BROKER): readers stop finding them at once
+    /// (a reader still holding a view keeps its mapping until it lets go), then the
+    /// `consumequeue/<topic>` directory is removed. Returns how many queues there were.
+    pub fn delete_topic(&mut self, topic: &str) -> io::Result<usize> {
+        let n = self.queues.remove(topic).map_or(0, |m| m.len());
+        self.table.remove_topic(topic);
+        let dir = self.root.join(topic);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        Ok(n)
     }
 
     /// Recovers every queue; returns the highest CommitLog offset any unit references.

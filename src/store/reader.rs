@@ -158,6 +158,17 @@ impl StoreReader {
         self.store_time_at(PhyOffset(u.phy_offset as u64))
     }
 
+    /// Store time of the message at `offset` in (topic, queue); `None` if there is none.
+    pub fn store_time_at_queue_offset(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+    ) -> Option<i64> {
+        let u = self.queue(topic, queue_id)?.unit(offset)?;
+        self.store_time_at(PhyOffset(u.phy_offset as u64))
+    }
+
     /// First queue offset whose store time is ≥ `ts` (SEARCH_OFFSET_BY_TIMESTAMP); the max offset
     /// if every message is older, 0 for an unknown queue.
     pub fn offset_by_time(&self, topic: &str, queue_id: i32, ts: i64) -> QueueOffset {
