@@ -1715,9 +1715,23 @@ pub fn load_with_overrides(
     env: &[(String, String)],
     cli: &[(String, String)],
 ) -> Result<Loaded, ConfigError> {
+    load_with_runtime(file, None, env, cli)
+}
+
+/// [`load_with_overrides`] plus, between the file and the environment, the keys an operator
+/// changed at runtime (`updateBrokerConfig`), kept in a `.properties` file under the store.
+pub fn load_with_runtime(
+    file: Option<&Path>,
+    runtime: Option<&Path>,
+    env: &[(String, String)],
+    cli: &[(String, String)],
+) -> Result<Loaded, ConfigError> {
     let mut layers = vec![Layer::from_namesrv_addr_env(env)];
     if let Some(path) = file {
         layers.push(Layer::from_file(path)?);
+    }
+    if let Some(path) = runtime {
+        layers.push(Layer::from_properties_file(path)?);
     }
     layers.push(Layer::from_env(env));
     layers.push(Layer::from_cli(cli));

@@ -17,3 +17,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
 }
+
+/// `(total, free)` bytes of the file system holding `path` (`statvfs`; free as Java's
+/// `File.getFreeSpace`, which RocketMQ's `commitLogDiskRatio` uses).
+pub fn space(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: all-zero is a valid `statvfs` (plain integers).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid NUL-terminated path and an out-pointer to a live struct.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let frsize = st.f_frsize as u64;
+    Ok((st.f_blocks as u64 * frsize, st.f_bfree as u64 * frsize))
+}

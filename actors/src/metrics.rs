@@ -40,6 +40,7 @@ use actormq_core::format::properties::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR}
 use actormq_core::meta::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
 use actormq_core::offset::PhyOffset;
 use actormq_core::protocol::codes::{request_code_name, response_code_name};
+use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::store::reader::StoreReader;
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
@@ -306,6 +307,26 @@ pub struct RequestMeters {
     inbound: RefCell<HashMap<Box<str>, [Option<InChildren>; 4]>>,
     outbound: RefCell<HashMap<Box<str>, GroupsOut>>,
     rpc: RefCell<HashMap<RpcKey, Histogram>>,
+    /// Rate limit of the "request refused" log: (request, response) → (last logged, suppressed).
+    refusals: RefCell<HashMap<(i32, i32), (Instant, u64)>>,
+}
+
+/// At most one "request refused" line per (request code, response code) in this window.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Response codes that are normal flow, not refusals (nothing new to pull, nothing found, an
+/// admin asking about a group that is offline).
+fn is_refusal(code: i32) -> bool {
+    use actormq_core::protocol::codes::response_code as rc;
+    !matches!(
+        code,
+        rc::SUCCESS
+            | rc::PULL_NOT_FOUND
+            | rc::PULL_RETRY_IMMEDIATELY
+            | rc::PULL_OFFSET_MOVED
+            | rc::QUERY_NOT_FOUND
+            | rc::CONSUMER_NOT_ONLINE
+    )
 }
 
 impl RequestMeters {
@@ -316,7 +337,35 @@ impl RequestMeters {
             inbound: RefCell::default(),
             outbound: RefCell::default(),
             rpc: RefCell::default(),
+            refusals: RefCell::default(),
         })
+    }
+
+    /// Logs a refused request (WARN), at most once per [`REFUSAL_LOG_EVERY`] per (request,
+    /// response) pair, saying how many more were refused the same way in between.
+    pub fn note_refusal(&self, request: i32, resp: &RemotingCommand) {
+        if !is_refusal(resp.code) {
+            return;
+        }
+        let now = Instant::now();
+        let mut map = self.refusals.borrow_mut();
+        let entry = map
+            .entry((request, resp.code))
+            .or_insert((now - REFUSAL_LOG_EVERY, 0));
+        if now.duration_since(entry.0) < REFUSAL_LOG_EVERY {
+            entry.1 += 1;
+            return;
+        }
+        let suppressed = std::mem::take(&mut entry.1);
+        entry.0 = now;
+        tracing::warn!(
+            request = request_code_name(request),
+            response = response_code_name(resp.code),
+            code = resp.code,
+            remark = resp.remark.as_deref().unwrap_or(""),
+            similar_since_last_line = suppressed,
+            "request refused"
+        );
     }
 
     /// `n` messages of `bytes` body bytes in all were stored for `topic`. The size histogram
@@ -440,6 +489,7 @@ pub fn time_request(
     match handled {
         Handled::Reply(r) => {
             meters.rpc(request_code, r.code, resumed, oneway, started);
+            meters.note_refusal(request_code, &r);
             Handled::Reply(r)
         }
         Handled::Later(fut) => {
@@ -448,6 +498,7 @@ pub fn time_request(
                 let r = fut.await;
                 if let Some(resp) = &r {
                     meters.rpc(request_code, resp.code, resumed, oneway, started);
+                    meters.note_refusal(request_code, resp);
                 }
                 r
             }))
@@ -471,16 +522,8 @@ pub struct ScrapeSources {
 /// Bytes used on the file system holding `path` (total − free, as Java's
 /// `File.getTotalSpace() - getFreeSpace()` that RocketMQ reports).
 fn used_bytes(path: &std::path::Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: all-zero is a valid `statvfs` (plain integers).
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid NUL-terminated path and an out-pointer to a live struct.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let frsize = st.f_frsize as u64;
-    Ok((st.f_blocks as u64).saturating_sub(st.f_bfree as u64) * frsize)
+    let (total, free) = crate::fsutil::space(path)?;
+    Ok(total.saturating_sub(free))
 }
 
 fn now_ms() -> i64 {

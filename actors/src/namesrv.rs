@@ -7,9 +7,10 @@
 //!   and brokerLiveTable (broker address → last registration, dataVersion, HA address, the
 //!   connection it registered through). In: [`RegisterBroker`], [`UnregisterBroker`],
 //!   [`RegisterTopic`], [`ConnectionClosed`], [`GetRoute`], [`GetClusterInfo`],
-//!   [`GetAllTopics`], and its own scan tick. Out: replies only — it never sends anything.
-//! * [`NamesrvProcessor`] maps remoting requests (103, 104, 105, 106, 206, 217; everything else
-//!   ⇒ REQUEST_CODE_NOT_SUPPORTED) onto those messages. It decodes and validates on the
+//!   [`GetAllTopics`], [`DeleteTopic`], and its own scan tick. Out: replies only — it never sends
+//!   anything.
+//! * [`NamesrvProcessor`] maps remoting requests (103, 104, 105, 106, 206, 216, 217; everything
+//!   else ⇒ REQUEST_CODE_NOT_SUPPORTED) onto those messages. It decodes and validates on the
 //!   connection's thread and hands the registry already-parsed values, so the registry's handlers
 //!   are pure table updates.
 //! * [`start_namesrv`] wires both onto the current actix system; [`NamesrvHandle`] is what the
@@ -43,7 +44,8 @@ use actormq_core::protocol::body::{
 use actormq_core::protocol::codes::{request_code, response_code};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{
-    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
 };
 use serde::Serialize;
 
@@ -110,6 +112,16 @@ impl Message for GetRoute {
 pub struct GetClusterInfo;
 impl Message for GetClusterInfo {
     type Result = ClusterInfo;
+}
+
+/// DELETE_TOPIC_IN_NAMESRV: drop a topic's queue data, of one cluster's brokers or of all.
+/// Replies with how many brokers' entries went.
+pub struct DeleteTopic {
+    pub topic: String,
+    pub cluster: Option<String>,
+}
+impl Message for DeleteTopic {
+    type Result = usize;
 }
 
 /// Every topic with queue data, sorted.
@@ -454,6 +466,29 @@ impl Serve<GetClusterInfo> for RouteRegistry {
     }
 }
 
+impl Serve<DeleteTopic> for RouteRegistry {
+    type Reply = Reply<DeleteTopic>;
+    fn serve(&mut self, m: DeleteTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let Some(per_broker) = self.topic_queue_table.get_mut(&m.topic) else {
+            return MessageResult(0);
+        };
+        let before = per_broker.len();
+        match m.cluster.as_deref().filter(|c| !c.is_empty()) {
+            Some(cluster) => {
+                let names = self.cluster_addr_table.get(cluster);
+                per_broker.retain(|b, _| !names.is_some_and(|n| n.contains(b)));
+            }
+            None => per_broker.clear(),
+        }
+        let removed = before - per_broker.len();
+        if per_broker.is_empty() {
+            self.topic_queue_table.remove(&m.topic);
+        }
+        tracing::info!(topic = %m.topic, cluster = ?m.cluster, brokers = removed, "topic deleted from the name server");
+        MessageResult(removed)
+    }
+}
+
 impl Serve<GetAllTopics> for RouteRegistry {
     type Reply = Reply<GetAllTopics>;
     fn serve(&mut self, _: GetAllTopics, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -669,6 +704,19 @@ impl Processor for NamesrvProcessor {
                 })
             }
             request_code::REGISTER_TOPIC_IN_NAMESRV => self.register_topic(&req, conn),
+            request_code::DELETE_TOPIC_IN_NAMESRV => {
+                match DeleteTopicFromNamesrvRequestHeader::from_command(&req) {
+                    Ok(h) => self.ask(
+                        &req,
+                        DeleteTopic {
+                            topic: h.topic,
+                            cluster: h.cluster_name,
+                        },
+                        |_, resp| resp,
+                    ),
+                    Err(e) => system_error(&req, e.to_string()),
+                }
+            }
             code => Handled::Reply(RemotingCommand::response_to(
                 &req,
                 response_code::REQUEST_CODE_NOT_SUPPORTED,

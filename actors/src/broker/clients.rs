@@ -15,7 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use actormq_core::protocol::body::{HeartbeatData, MessageQueue, SubscriptionData};
+use actormq_core::protocol::admin::{Connection as ClientConnection, ConsumerConnection};
+use actormq_core::protocol::body::{
+    ConsumeFromWhere, ConsumeType, HeartbeatData, MessageModel, MessageQueue, SubscriptionData,
+};
 use actormq_core::protocol::codes::request_code;
 use actormq_core::protocol::command::RemotingCommand;
 use arc_swap::ArcSwap;
@@ -43,6 +46,9 @@ struct Channel {
     conn_id: u64,
     conn: ActorRef<Connection>,
     addr: String,
+    /// `LanguageCode` name and `MQVersion` ordinal from the heartbeat (admin listings).
+    language: &'static str,
+    version: i32,
     last_update: Instant,
 }
 
@@ -50,9 +56,9 @@ struct Channel {
 struct ConsumerGroup {
     clients: HashMap<String, Channel>,
     subscriptions: HashMap<String, SubscriptionData>,
-    consume_type: String,
-    message_model: String,
-    consume_from_where: String,
+    consume_type: ConsumeType,
+    message_model: MessageModel,
+    consume_from_where: ConsumeFromWhere,
 }
 
 /// A registered client, for admin tools and metrics.
@@ -151,6 +157,8 @@ pub struct Heartbeat {
     pub conn_id: u64,
     pub conn: ActorRef<Connection>,
     pub addr: String,
+    pub language: &'static str,
+    pub version: i32,
 }
 /// Reply: whether any consumer group's subscriptions changed.
 impl Message for Heartbeat {
@@ -165,6 +173,8 @@ impl Serve<Heartbeat> for ClientRegistry {
             conn_id: m.conn_id,
             conn: m.conn,
             addr: m.addr,
+            language: m.language,
+            version: m.version,
             last_update: now,
         };
         let client_id = m.data.client_id.clone();
@@ -181,9 +191,9 @@ impl Serve<Heartbeat> for ClientRegistry {
             if g.clients.insert(client_id.clone(), ch.clone()).is_none() {
                 members_changed.push(c.group_name.clone());
             }
-            g.consume_type = format!("{:?}", c.consume_type);
-            g.message_model = format!("{:?}", c.message_model);
-            g.consume_from_where = format!("{:?}", c.consume_from_where);
+            g.consume_type = c.consume_type;
+            g.message_model = c.message_model;
+            g.consume_from_where = c.consume_from_where;
             for s in c.subscription_data_set {
                 let newer = g.subscriptions.get(&s.topic).is_none_or(|old| {
                     old.sub_version != s.sub_version || old.sub_string != s.sub_string
@@ -352,5 +362,69 @@ impl Serve<GetConnections> for ClientRegistry {
             }
         }
         MessageResult(out)
+    }
+}
+
+/// A consumer group's online clients and subscriptions (GET_CONSUMER_CONNECTION_LIST); `None`
+/// when no client of the group is connected.
+pub struct GetGroupConnection(pub String);
+impl Message for GetGroupConnection {
+    type Result = Option<ConsumerConnection>;
+}
+
+impl Serve<GetGroupConnection> for ClientRegistry {
+    type Reply = Reply<GetGroupConnection>;
+    fn serve(&mut self, m: GetGroupConnection, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let out = self.consumers.get(&m.0).map(|g| {
+            let mut connection_set: Vec<ClientConnection> = g
+                .clients
+                .iter()
+                .map(|(id, ch)| ClientConnection {
+                    client_addr: ch.addr.clone(),
+                    client_id: id.clone(),
+                    language: ch.language.to_string(),
+                    version: ch.version,
+                })
+                .collect();
+            connection_set.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+            ConsumerConnection {
+                connection_set,
+                consume_from_where: g.consume_from_where,
+                consume_type: g.consume_type,
+                message_model: g.message_model,
+                subscription_table: g
+                    .subscriptions
+                    .iter()
+                    .map(|(t, s)| (t.clone(), s.clone()))
+                    .collect(),
+            }
+        });
+        MessageResult(out)
+    }
+}
+
+/// Push a oneway command to every online client of a consumer group (RESET_CONSUMER_CLIENT_OFFSET);
+/// replies with how many clients it was handed to. A full connection mailbox drops it for that
+/// client, which then keeps its own offsets — the stored offsets were already moved.
+pub struct PushToGroup {
+    pub group: String,
+    pub cmd: RemotingCommand,
+}
+impl Message for PushToGroup {
+    type Result = usize;
+}
+
+impl Serve<PushToGroup> for ClientRegistry {
+    type Reply = Reply<PushToGroup>;
+    fn serve(&mut self, m: PushToGroup, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let mut n = 0;
+        if let Some(g) = self.consumers.get(&m.group) {
+            for ch in g.clients.values() {
+                if ch.conn.try_notify(Push(m.cmd.clone())) {
+                    n += 1;
+                }
+            }
+        }
+        MessageResult(n)
     }
 }

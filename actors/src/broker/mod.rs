@@ -8,6 +8,7 @@
 //! unregister, persist metadata, flush and close the store, remove the abort file, release the
 //! lock.
 
+pub mod admin;
 pub mod clients;
 pub mod metadata;
 pub mod processor;
@@ -85,7 +86,18 @@ pub async fn start(
     opts: BrokerOptions,
     clock: SharedClock,
 ) -> anyhow::Result<BrokerHandle> {
+    let started = std::time::Instant::now();
     let root = cfg.store.store_path_root_dir.clone();
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        store = %root.display(),
+        listen_port = cfg.broker.listen_port,
+        flush = ?cfg.store.flush_disk_type,
+        role = ?cfg.store.broker_role,
+        cluster = %cfg.broker.broker_cluster_name,
+        broker_name = %cfg.broker.broker_name,
+        "starting ActorMQ broker"
+    );
     std::fs::create_dir_all(&root)
         .with_context(|| format!("cannot create the store directory {}", root.display()))?;
     let lock = StoreLock::acquire(&root)?;
@@ -205,7 +217,9 @@ pub async fn start(
         meta_view: meta_view.clone(),
         clients: clients.clone(),
     };
-    let sc = &cfg.store;
+    let settings = Arc::new(arc_swap::ArcSwap::from_pointee(
+        ProcessorSettings::from_config(&cfg),
+    ));
     let core = BrokerCore {
         batcher: Default::default(),
         store: store.clone(),
@@ -215,21 +229,13 @@ pub async fn start(
         clients,
         subs,
         pull_hold,
-        settings: ProcessorSettings {
-            cluster: b.broker_cluster_name.clone(),
-            broker_name: b.broker_name.clone(),
-            auto_create_topic: b.auto_create_topic_enable,
-            long_polling: b.long_polling_enable,
-            short_polling: Duration::from_millis(b.short_polling_time_ms),
-            wait_time_in_send_queue: Duration::from_millis(b.wait_time_ms_in_send_queue),
-            fast_failure: b.broker_fast_failure_enable,
-            reject_transaction: b.reject_transaction_message,
-            max_transfer_count: sc.max_transfer_count_on_message_in_memory as usize,
-            max_transfer_bytes: sc.max_transfer_bytes_on_message_in_memory as usize,
-            max_msgs_num_batch: sc.max_msgs_num_batch as usize,
-            default_query_max_num: sc.default_query_max_num as usize,
-            version_desc: format!("ActorMQ {}", env!("CARGO_PKG_VERSION")),
-        },
+        settings: settings.clone(),
+        live: Arc::new(admin::LiveConfig::new(
+            cfg.clone(),
+            settings,
+            clock.now_ms(),
+        )),
+        rates: Default::default(),
         store_host,
         boot_ms: clock.now_ms(),
         stats: Default::default(),
@@ -245,8 +251,12 @@ pub async fn start(
         broker = %store_host,
         name_servers = %namesrv_addrs.join(";"),
         embedded_namesrv = namesrv.is_some(),
+        metrics = %metrics_server.addr,
+        store = %root.display(),
         flush = ?cfg.store.flush_disk_type,
         role = ?cfg.store.broker_role,
+        startup_ms = started.elapsed().as_millis() as u64,
+        recovery_ms = store.report.recovery_ms,
         "broker started"
     );
     Ok(BrokerHandle {

@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actormq_core::format::msg_id::offset_msg_id;
@@ -29,6 +30,7 @@ use actormq_core::store::commit_log::AppendOk;
 use actormq_core::store::reader::{GetLimits, GetStatus, StoreReader, TagFilter};
 use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::{check_send_topic, check_topic_name};
+use arc_swap::ArcSwap;
 use bytes::{BufMut, BytesMut};
 
 use super::clients::{self, ClientRegistry, SubscriptionView};
@@ -54,6 +56,28 @@ pub struct ProcessorSettings {
     pub max_msgs_num_batch: usize,
     pub default_query_max_num: usize,
     pub version_desc: String,
+}
+
+impl ProcessorSettings {
+    /// The request-path settings of a configuration (also rebuilt by `updateBrokerConfig`).
+    pub fn from_config(cfg: &actormq_core::config::Config) -> ProcessorSettings {
+        let (b, sc) = (&cfg.broker, &cfg.store);
+        ProcessorSettings {
+            cluster: b.broker_cluster_name.clone(),
+            broker_name: b.broker_name.clone(),
+            auto_create_topic: b.auto_create_topic_enable,
+            long_polling: b.long_polling_enable,
+            short_polling: Duration::from_millis(b.short_polling_time_ms),
+            wait_time_in_send_queue: Duration::from_millis(b.wait_time_ms_in_send_queue),
+            fast_failure: b.broker_fast_failure_enable,
+            reject_transaction: b.reject_transaction_message,
+            max_transfer_count: sc.max_transfer_count_on_message_in_memory as usize,
+            max_transfer_bytes: sc.max_transfer_bytes_on_message_in_memory as usize,
+            max_msgs_num_batch: sc.max_msgs_num_batch as usize,
+            default_query_max_num: sc.default_query_max_num as usize,
+            version_desc: format!("ActorMQ {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
 }
 
 /// Coalesces the SENDs that arrive in one turn of the connection thread into one `AppendBatch`
@@ -118,7 +142,11 @@ pub struct BrokerCore {
     pub clients: ActorRef<ClientRegistry>,
     pub subs: SubscriptionView,
     pub pull_hold: ActorRef<PullHold>,
-    pub settings: ProcessorSettings,
+    /// Swapped as a whole by `updateBrokerConfig` ([`super::admin::LiveConfig`]).
+    pub settings: Arc<ArcSwap<ProcessorSettings>>,
+    pub live: Arc<super::admin::LiveConfig>,
+    /// Put/get TPS windows (`putTps`, `topicPutTps`, `consumeTps`).
+    pub rates: super::admin::RateSet,
     /// `brokerIP1:listenPort`: written into every record and msgId.
     pub store_host: SocketAddr,
     pub boot_ms: i64,
@@ -249,6 +277,7 @@ impl BrokerProcessor {
             rq::UNLOCK_BATCH_MQ => core.unlock_batch(req),
             rq::UPDATE_AND_CREATE_TOPIC => core.create_topic(req),
             rq::GET_BROKER_RUNTIME_INFO => Handled::Reply(core.runtime_info(&req)),
+            c if super::admin::ADMIN_CODES.contains(&c) => core.admin(req, &conn.peer.to_string()),
             code => Handled::Reply(reply(
                 &req,
                 rc::REQUEST_CODE_NOT_SUPPORTED,
@@ -296,13 +325,13 @@ impl BrokerCore {
         let default = self
             .meta_view
             .topic(default_topic)
-            .filter(|d| self.settings.auto_create_topic && d.inheritable());
+            .filter(|d| self.settings.load().auto_create_topic && d.inheritable());
         let Some(default) = default else {
             return Err((
                 rc::TOPIC_NOT_EXIST,
                 format!(
                     "topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is {})",
-                    self.settings.auto_create_topic
+                    self.settings.load().auto_create_topic
                 ),
             ));
         };
@@ -322,13 +351,13 @@ impl BrokerCore {
     /// `[TIMEOUT_CLEAN_QUEUE]` flow control: refuse while the writer's head-of-line wait is over
     /// `waitTimeMillsInSendQueue`, instead of queueing without bound.
     fn writer_busy(&self) -> Option<String> {
-        if !self.settings.fast_failure {
+        if !self.settings.load().fast_failure {
             return None;
         }
         let probe = self.store.writer().probe();
         let depth = probe.depth.get();
         let wait_us = probe.last_wait_us.load(Ordering::Relaxed);
-        let limit = self.settings.wait_time_in_send_queue;
+        let limit = self.settings.load().wait_time_in_send_queue;
         (depth > 0 && Duration::from_micros(wait_us) > limit).then(|| {
             format!(
                 "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: {}ms, size of queue: {depth}, waitTimeMillsInSendQueue: {}ms",
@@ -347,7 +376,7 @@ impl BrokerCore {
             return Handled::Reply(put_error_reply(&req, &e));
         }
         if properties::find(&h.properties, keys::TRAN_MSG) == Some("true") {
-            let why = if self.settings.reject_transaction {
+            let why = if self.settings.load().reject_transaction {
                 "the broker rejects transactional messages (rejectTransactionMessage=true)"
             } else {
                 "transactional (half) messages are not supported by this broker yet"
@@ -388,7 +417,7 @@ impl BrokerCore {
             }
             let mut props = h.properties.clone();
             if properties::find(&props, keys::CLUSTER).is_none() {
-                props = properties::set(&props, keys::CLUSTER, &self.settings.cluster);
+                props = properties::set(&props, keys::CLUSTER, &self.settings.load().cluster);
             }
             let mut sys = h.sys_flag;
             if topic.topic_filter_type == "MULTI_TAG" {
@@ -438,6 +467,7 @@ impl BrokerCore {
                 match self.store.put_producer_batch(msgs).await {
                     Ok((ok, offsets)) => {
                         Stats::add(&self.stats.put_msgs, n);
+                        self.rates.put.add(&h.topic, "", n);
                         Stats::add(&self.stats.put_bytes, bytes);
                         let kind = crate::metrics::message_type(&h.properties);
                         self.metrics.messages_in(&h.topic, kind, n, bytes);
@@ -461,6 +491,7 @@ impl BrokerCore {
                 match self.batcher.put(&self.store, msg).await {
                     Ok(ok) => {
                         Stats::add(&self.stats.put_msgs, 1);
+                        self.rates.put.add(&h.topic, "", 1);
                         Stats::add(&self.stats.put_bytes, bytes);
                         let kind = crate::metrics::message_type(&h.properties);
                         self.metrics.messages_in(&h.topic, kind, 1, bytes);
@@ -564,11 +595,12 @@ impl BrokerCore {
             });
         }
         let limits = GetLimits {
-            max_msgs: (h.max_msg_nums.max(1) as usize).min(self.settings.max_transfer_count.max(1)),
+            max_msgs: (h.max_msg_nums.max(1) as usize)
+                .min(self.settings.load().max_transfer_count.max(1)),
             max_bytes: h
                 .max_msg_bytes
-                .map_or(self.settings.max_transfer_bytes, |b| {
-                    (b.max(1) as usize).min(self.settings.max_transfer_bytes)
+                .map_or(self.settings.load().max_transfer_bytes, |b| {
+                    (b.max(1) as usize).min(self.settings.load().max_transfer_bytes)
                 }),
         };
         let offset = h.queue_offset.max(0) as u64;
@@ -591,10 +623,10 @@ impl BrokerCore {
             }
         };
         if code == rc::PULL_NOT_FOUND && h.has_suspend() && !resumed {
-            let wait = if self.settings.long_polling {
+            let wait = if self.settings.load().long_polling {
                 Duration::from_millis(h.suspend_timeout_millis.clamp(0, 30_000) as u64)
             } else {
-                self.settings.short_polling
+                self.settings.load().short_polling
             };
             let m = SuspendPull {
                 topic: h.topic.clone(),
@@ -625,6 +657,9 @@ impl BrokerCore {
                 body.put_slice(m.as_bytes());
             }
             Stats::add(&self.stats.got_msgs, r.messages.len() as u64);
+            self.rates
+                .get
+                .add(&h.consumer_group, &h.topic, r.messages.len() as u64);
             Stats::add(&self.stats.got_bytes, r.total_bytes as u64);
             let (n, bytes) = (r.messages.len() as u64, r.total_bytes as u64);
             self.metrics
@@ -646,9 +681,9 @@ impl BrokerCore {
             ));
         };
         let max = if h.unique_key_query {
-            self.settings.default_query_max_num
+            self.settings.load().default_query_max_num
         } else {
-            (h.max_num.max(1) as usize).min(self.settings.max_msgs_num_batch)
+            (h.max_num.max(1) as usize).min(self.settings.load().max_msgs_num_batch)
         };
         let q = index.query(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp);
         let hdr = QueryMessageResponseHeader {
@@ -729,6 +764,8 @@ impl BrokerCore {
                 conn_id: conn.id,
                 conn: conn.conn.clone(),
                 addr: conn.peer.to_string(),
+                language: req.language.name(),
+                version: req.version,
             };
             let changed = self.clients.send(hb).await.unwrap_or(false);
             ok(&req).with_ext("IS_SUB_CHANGE", changed.to_string())
@@ -1071,7 +1108,7 @@ impl BrokerCore {
         let writer = self.store.writer().probe();
         t.insert(
             "brokerVersionDesc".to_string(),
-            self.settings.version_desc.clone(),
+            self.settings.load().version_desc.clone(),
         );
         t.insert("brokerVersion".to_string(), "401".to_string());
         t.insert("bootTimestamp".to_string(), self.boot_ms.to_string());
@@ -1104,6 +1141,36 @@ impl BrokerCore {
                 .to_string(),
         );
         t.insert("pageCacheLockTimeMills".to_string(), "0".to_string());
+        t.insert("putTps".to_string(), self.rates.put.java_tps_string());
+        t.insert(
+            "getTransferredTps".to_string(),
+            self.rates.get.java_tps_string(),
+        );
+        t.insert("getTotalTps".to_string(), self.rates.get.java_tps_string());
+        let earliest = self
+            .reader
+            .store_time_at(PhyOffset(self.reader.commit_log().min_offset()))
+            .unwrap_or(0);
+        t.insert("earliestMessageTimeStamp".to_string(), earliest.to_string());
+        let cl_dir = self.live.config().store.commitlog_dir();
+        if let Ok((total, free)) = crate::fsutil::space(&cl_dir) {
+            let used = total.saturating_sub(free);
+            let ratio = if total > 0 {
+                used as f64 / total as f64
+            } else {
+                0.0
+            };
+            t.insert("commitLogDiskRatio".to_string(), format!("{ratio:.4}"));
+            const GIB: f64 = (1u64 << 30) as f64;
+            t.insert(
+                "commitLogDirCapacity".to_string(),
+                format!(
+                    "Total : {:.2} GiB, Free : {:.2} GiB.",
+                    total as f64 / GIB,
+                    free as f64 / GIB
+                ),
+            );
+        }
         t.insert(
             "sendThreadPoolQueueSize".to_string(),
             writer.depth.get().to_string(),

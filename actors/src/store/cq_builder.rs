@@ -3,8 +3,9 @@
 //!
 //! In: [`Dispatch`] `{from, to}` from the reput dispatcher: it walks those records itself through
 //! the CommitLog view (no per-record allocation crosses the mailbox) and appends a 20-byte unit for
-//! every non-transactional or committed record; a periodic flush tick. Out: the reply (done or an
-//! error), and the units become visible to readers through the ConsumeQueue table.
+//! every non-transactional or committed record; a periodic flush tick; [`DeleteTopicQueues`] (a
+//! deleted topic). Out: the reply (done or an error), and the units become visible to readers
+//! through the ConsumeQueue table.
 //!
 //! Invariant: units are appended in CommitLog order; replays of already indexed records are
 //! ignored by the ConsumeQueue's own dedup rules.
@@ -165,6 +166,19 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
             hook(arrivals);
         }
         err.map_or(Ok(()), Err)
+    }
+}
+
+/// Drop every ConsumeQueue of a deleted topic and its directory; replies with how many queues.
+pub struct DeleteTopicQueues(pub String);
+impl Message for DeleteTopicQueues {
+    type Result = std::io::Result<usize>;
+}
+
+impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
+    type Reply = std::io::Result<usize>;
+    fn serve(&mut self, m: DeleteTopicQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.cqs.delete_topic(&m.0)
     }
 }
 

@@ -556,6 +556,29 @@ impl Store {
             .map_err(unavailable)?
     }
 
+    /// Deletes a topic's ConsumeQueues (DELETE_TOPIC_IN_BROKER; its CommitLog records stay until
+    /// retention removes them, as in RocketMQ). The writer forgets the topic's queue offsets
+    /// first, dispatch catches up to that point, then the queues go — so a unit of the old
+    /// topic never lands in a queue of the new one. Returns how many queues were dropped.
+    pub async fn delete_topic(&self, topic: &str) -> std::io::Result<usize> {
+        let io = |e: MailboxError| std::io::Error::other(e);
+        let end = self
+            .writer
+            .send(writer::RemoveTopic(topic.to_string()))
+            .await
+            .map_err(io)?;
+        if !self.wait_dispatched(end, Duration::from_secs(10)).await {
+            return Err(std::io::Error::other(format!(
+                "dispatch did not reach {} within 10 s; topic {topic} not deleted from the store",
+                end.0
+            )));
+        }
+        self.cq_builder
+            .send(cq_builder::DeleteTopicQueues(topic.to_string()))
+            .await
+            .map_err(io)?
+    }
+
     /// Waits (bounded by `timeout`) until dispatch has reached `offset`; false on timeout.
     pub async fn wait_dispatched(&self, offset: PhyOffset, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;

@@ -3,8 +3,9 @@
 //!
 //! In: [`AppendMessage`] (one message), [`AppendBatch`] (many independent messages in one mailbox
 //! message — the batched hop), [`AppendProducerBatch`] (a SEND_BATCH: one topic/queue, one unit),
-//! [`GetWriterState`]. Out: replies with the offsets assigned; `AllocateNext` to the allocator when
-//! it rolls into a file; a coalesced `Wake` to the reput dispatcher after appending.
+//! [`GetWriterState`], [`RemoveTopic`] (a deleted topic). Out: replies with the offsets assigned;
+//! `AllocateNext` to the allocator when it rolls into a file; a coalesced `Wake` to the reput
+//! dispatcher after appending.
 //!
 //! Invariants: a reply is sent only after the record's bytes are published (visible to readers);
 //! in SYNC_FLUSH a message with `WAIT` absent or true is answered only once it is flushed (or with
@@ -313,5 +314,20 @@ impl Serve<GetQueueOffset> for CommitLogWriter {
     type Reply = Reply<GetQueueOffset>;
     fn serve(&mut self, m: GetQueueOffset, _: &mut Context<Metered<Self>>) -> Self::Reply {
         MessageResult(self.log.queue_offset(&m.0, m.1))
+    }
+}
+
+/// Forget a deleted topic's queue offsets; replies with the CommitLog end at that moment (every
+/// record of the old topic lies before it).
+pub struct RemoveTopic(pub String);
+impl Message for RemoveTopic {
+    type Result = PhyOffset;
+}
+
+impl Serve<RemoveTopic> for CommitLogWriter {
+    type Reply = Reply<RemoveTopic>;
+    fn serve(&mut self, m: RemoveTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.log.remove_topic(&m.0);
+        MessageResult(self.log.max_offset())
     }
 }

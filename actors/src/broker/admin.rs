@@ -1,0 +1,763 @@
+//! The admin request codes (RocketMQ's AdminBrokerProcessor parts that mqadmin, the Dashboard
+//! and `actormq admin` use): GET_CONSUME_STATS (208), GET_TOPIC_STATS_INFO (202),
+//! GET_CONSUMER_CONNECTION_LIST (203), DELETE_TOPIC_IN_BROKER (215),
+//! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25)
+//! and INVOKE_BROKER_TO_RESET_OFFSET (222).
+//!
+//! Also owns the broker's *live* configuration ([`LiveConfig`]): the `Config` in effect, the
+//! request-path settings derived from it, and the keys changed at runtime, which are written to
+//! `<storePathRootDir>/config/broker.runtime.properties` so a restart keeps them (that file is a
+//! configuration layer between the `-c` file and the environment). And the TPS windows
+//! ([`Rates`]) that `putTps`, `getTransferredTps`, `topicPutTps` and `consumeTps` report.
+//!
+//! Invariants: an update is validated as a whole against the running configuration (same rules
+//! and messages as at startup) before anything changes; a refused update changes nothing. A
+//! reset moves the stored offsets before the online consumers are told, so a consumer that
+//! misses the push still restarts from the new offsets.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actormq_core::config::{load_layers, print_config_items, Config, Layer};
+use actormq_core::meta::{self, SubscriptionGroupConfig};
+use actormq_core::offset::QueueOffset;
+use actormq_core::protocol::admin::{
+    ConsumeStats, OffsetWrapper, ResetOffsetBody, TopicOffset, TopicStatsTable,
+};
+use actormq_core::protocol::body::{parse_java_json, MessageQueue};
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::header::*;
+use actormq_core::store::validate::FORBIDDEN_TOPICS;
+use arc_swap::ArcSwap;
+
+use super::clients;
+use super::metadata;
+use super::processor::{BrokerCore, ProcessorSettings};
+use crate::remoting::server::Handled;
+
+/// Keys an `updateBrokerConfig` changes at once; every other key is stored and applies at the
+/// next start (the reply's remark lists which).
+pub const LIVE_KEYS: &[&str] = &[
+    "autoCreateTopicEnable",
+    "longPollingEnable",
+    "shortPollingTimeMills",
+    "waitTimeMillsInSendQueue",
+    "brokerFastFailureEnable",
+    "rejectTransactionMessage",
+    "maxTransferCountOnMessageInMemory",
+    "maxTransferBytesOnMessageInMemory",
+    "maxMsgsNumBatch",
+    "defaultQueryMaxNum",
+];
+
+/// The request codes [`BrokerCore::admin`] answers.
+pub const ADMIN_CODES: &[i32] = &[
+    rq::GET_CONSUME_STATS,
+    rq::GET_TOPIC_STATS_INFO,
+    rq::GET_CONSUMER_CONNECTION_LIST,
+    rq::DELETE_TOPIC_IN_BROKER,
+    rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    rq::GET_BROKER_CONFIG,
+    rq::UPDATE_BROKER_CONFIG,
+    rq::INVOKE_BROKER_TO_RESET_OFFSET,
+];
+
+/// The file that keeps runtime updates across restarts.
+pub const RUNTIME_FILE: &str = "broker.runtime.properties";
+
+/// The configuration in effect and what was changed at runtime.
+pub struct LiveConfig {
+    config: ArcSwap<Config>,
+    settings: Arc<ArcSwap<ProcessorSettings>>,
+    runtime_file: PathBuf,
+    /// Serialises updates (admin path only) and holds the keys changed so far.
+    updates: Mutex<Updates>,
+}
+
+struct Updates {
+    keys: BTreeMap<String, String>,
+    version: meta::DataVersion,
+}
+
+impl LiveConfig {
+    pub fn new(config: Config, settings: Arc<ArcSwap<ProcessorSettings>>, now_ms: i64) -> Self {
+        let runtime_file = config.store.config_dir().join(RUNTIME_FILE);
+        // Keys an earlier run stored stay "changed at runtime" so the next update keeps them.
+        let keys = std::fs::read(&runtime_file)
+            .ok()
+            .and_then(|b| {
+                Layer::from_properties_str(
+                    runtime_file.display().to_string(),
+                    &String::from_utf8_lossy(&b),
+                )
+                .ok()
+            })
+            .map(|l| {
+                l.values
+                    .into_iter()
+                    .map(|(k, v)| (k, v.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut version = meta::DataVersion::default();
+        version.next(now_ms);
+        LiveConfig {
+            config: ArcSwap::from_pointee(config),
+            settings,
+            runtime_file,
+            updates: Mutex::new(Updates { keys, version }),
+        }
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// Applies `key=value` lines (Java properties). Returns the keys that only apply at the
+    /// next start, or the reason nothing was changed.
+    pub fn update(&self, body: &str, origin: &str, now_ms: i64) -> Result<Vec<String>, String> {
+        let layer = Layer::from_properties_str(origin, body).map_err(|e| e.to_string())?;
+        if layer.values.is_empty() {
+            return Err("no key=value lines in the request body".into());
+        }
+        let mut u = self.updates.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.config.load_full();
+        let loaded = load_layers(vec![
+            Layer::from_strings("running configuration", current.to_properties()),
+            layer.clone(),
+        ])
+        .map_err(|e| e.to_string())?;
+        if let Some(k) = loaded.unknown.first() {
+            return Err(format!("{}: {}", k.key, k.hint));
+        }
+        let new_cfg = loaded.config;
+        let new_props = new_cfg.to_properties();
+        // Record the canonical spelling of each changed key with its new value.
+        let mut restart = Vec::new();
+        for key in layer.values.keys() {
+            let canonical = new_props
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(key))
+                .cloned()
+                .unwrap_or_else(|| key.clone());
+            if let Some(v) = new_props.get(&canonical) {
+                u.keys.insert(canonical.clone(), v.clone());
+            }
+            if !LIVE_KEYS.contains(&canonical.as_str()) {
+                restart.push(canonical);
+            }
+        }
+        let text: String = u.keys.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        crate::fsutil::write_atomically(&self.runtime_file, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", self.runtime_file.display()))?;
+        let mut settings = ProcessorSettings::from_config(&new_cfg);
+        settings.version_desc = self.settings.load().version_desc.clone();
+        self.settings.store(Arc::new(settings));
+        self.config.store(Arc::new(new_cfg));
+        u.version.next(now_ms);
+        Ok(restart)
+    }
+
+    fn version_json(&self) -> String {
+        let u = self.updates.lock().unwrap_or_else(|e| e.into_inner());
+        serde_json::to_string(&u.version).unwrap_or_default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TPS windows
+
+/// Ten-second slots, an hour of them is more than `putTps`'s 10-minute figure needs.
+const SLOT: Duration = Duration::from_secs(10);
+const SLOTS: usize = 60;
+
+/// Message counts in 10-second slots: TPS over the last 10 s, 1 min and 10 min, as RocketMQ's
+/// `putTps` (`"10s 1min 10min"`).
+struct Rate {
+    slots: [u64; SLOTS],
+    /// Index of the slot being filled and when it started.
+    cur: usize,
+    cur_start: Instant,
+}
+
+impl Rate {
+    fn new(now: Instant) -> Rate {
+        Rate {
+            slots: [0; SLOTS],
+            cur: 0,
+            cur_start: now,
+        }
+    }
+
+    fn roll(&mut self, now: Instant) {
+        let mut steps = 0;
+        while now.duration_since(self.cur_start) >= SLOT && steps <= SLOTS {
+            self.cur = (self.cur + 1) % SLOTS;
+            self.slots[self.cur] = 0;
+            self.cur_start += SLOT;
+            steps += 1;
+        }
+        if steps > SLOTS {
+            // Idle for longer than the ring: start afresh.
+            self.cur_start = now;
+        }
+    }
+
+    /// Messages per second over the last `n` completed slots.
+    fn tps(&mut self, n: usize, now: Instant) -> f64 {
+        self.roll(now);
+        let n = n.clamp(1, SLOTS - 1);
+        let sum: u64 = (1..=n)
+            .map(|i| self.slots[(self.cur + SLOTS - i) % SLOTS])
+            .sum();
+        sum as f64 / (n as f64 * SLOT.as_secs_f64())
+    }
+}
+
+/// Per-key [`Rate`]s, keyed by (a, b): (topic, "") for puts, (group, topic) for gets. Owned by
+/// one connection thread (no lock on the request path).
+#[derive(Default)]
+pub struct Rates {
+    map: RefCell<HashMap<String, HashMap<String, Rate>>>,
+}
+
+impl Rates {
+    pub fn add(&self, a: &str, b: &str, n: u64) {
+        let now = Instant::now();
+        let mut map = self.map.borrow_mut();
+        if !map.contains_key(a) {
+            map.insert(a.to_owned(), HashMap::new());
+        }
+        let inner = map.get_mut(a).expect("inserted above");
+        if !inner.contains_key(b) {
+            inner.insert(b.to_owned(), Rate::new(now));
+        }
+        let r = inner.get_mut(b).expect("inserted above");
+        r.roll(now);
+        r.slots[r.cur] += n;
+    }
+
+    /// TPS of (a, b) over the last `slots` × 10 s; `b = None` sums every b under a.
+    pub fn tps(&self, a: &str, b: Option<&str>, slots: usize) -> f64 {
+        let now = Instant::now();
+        let mut map = self.map.borrow_mut();
+        let Some(inner) = map.get_mut(a) else {
+            return 0.0;
+        };
+        match b {
+            Some(b) => inner.get_mut(b).map_or(0.0, |r| r.tps(slots, now)),
+            // `+ 0.0`: an empty f64 sum is -0.0, which would print as "-0.00".
+            None => inner.values_mut().map(|r| r.tps(slots, now)).sum::<f64>() + 0.0,
+        }
+    }
+
+    /// Sum over every key: the broker total.
+    pub fn total_tps(&self, slots: usize) -> f64 {
+        let now = Instant::now();
+        let mut map = self.map.borrow_mut();
+        map.values_mut()
+            .flat_map(|m| m.values_mut())
+            .map(|r| r.tps(slots, now))
+            .sum::<f64>()
+            + 0.0
+    }
+
+    /// RocketMQ's `"%.2f %.2f %.2f"` of the 10 s, 1 min and 10 min TPS.
+    pub fn java_tps_string(&self) -> String {
+        format!(
+            "{:.2} {:.2} {:.2}",
+            self.total_tps(1),
+            self.total_tps(6),
+            self.total_tps(59)
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+
+fn reply(req: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
+    RemotingCommand::response_to(req, code, Some(remark.into()))
+}
+
+fn ok(req: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(req, rc::SUCCESS, None)
+}
+
+fn later(f: impl std::future::Future<Output = RemotingCommand> + 'static) -> Handled {
+    Handled::Later(Box::pin(async move { Some(f.await) }))
+}
+
+macro_rules! header_or_reply {
+    ($ty:ty, $req:expr) => {
+        match <$ty>::from_command(&$req) {
+            Ok(h) => h,
+            Err(e) => {
+                return Handled::Reply(reply(
+                    &$req,
+                    rc::SYSTEM_ERROR,
+                    format!("invalid request header: {e}"),
+                ))
+            }
+        }
+    };
+}
+
+fn mq(topic: &str, broker: &str, queue_id: i32) -> MessageQueue {
+    MessageQueue {
+        topic: topic.to_string(),
+        broker_name: broker.to_string(),
+        queue_id,
+    }
+}
+
+impl BrokerCore {
+    /// Answers one of [`ADMIN_CODES`].
+    pub fn admin(self: &std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
+        match req.code {
+            rq::GET_CONSUME_STATS => self.clone().consume_stats(req),
+            rq::GET_TOPIC_STATS_INFO => self.topic_stats(req),
+            rq::GET_CONSUMER_CONNECTION_LIST => self.consumer_connection(req),
+            rq::DELETE_TOPIC_IN_BROKER => self.clone().delete_topic(req, peer),
+            rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => self.update_group(req),
+            rq::GET_BROKER_CONFIG => self.get_config(req),
+            rq::UPDATE_BROKER_CONFIG => self.update_config(req, peer),
+            rq::INVOKE_BROKER_TO_RESET_OFFSET => self.clone().reset_offset(req, peer),
+            code => Handled::Reply(reply(
+                &req,
+                rc::REQUEST_CODE_NOT_SUPPORTED,
+                format!(" request type {code} not supported"),
+            )),
+        }
+    }
+
+    fn consume_stats(self: std::rc::Rc<Self>, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetConsumeStatsRequestHeader, req);
+        later(async move {
+            let offsets = match self.meta.send(metadata::GetOffsets).await {
+                Ok(o) => o,
+                Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            };
+            let group = h.consumer_group.as_str();
+            let mut topics: Vec<String> = match h.topic.as_deref().filter(|t| !t.is_empty()) {
+                Some(t) => vec![t.to_string()],
+                None => offsets
+                    .offset_table
+                    .keys()
+                    .filter_map(|k| k.rsplit_once('@'))
+                    .filter(|(_, g)| *g == group)
+                    .map(|(t, _)| t.to_string())
+                    .collect(),
+            };
+            // As in RocketMQ: a group with online subscriptions reports only those topics.
+            let subscribed: Vec<String> = match self
+                .clients
+                .send(clients::GetGroupConnection(group.to_string()))
+                .await
+            {
+                Ok(Some(c)) => c.subscription_table.into_keys().collect(),
+                _ => Vec::new(),
+            };
+            if !subscribed.is_empty() {
+                topics.retain(|t| subscribed.contains(t));
+                if h.topic.is_none() {
+                    for t in subscribed {
+                        if !topics.contains(&t) {
+                            topics.push(t);
+                        }
+                    }
+                }
+            }
+            topics.sort();
+            let broker = self.settings.load().broker_name.clone();
+            let mut stats = ConsumeStats::default();
+            for topic in &topics {
+                let Some(tc) = self.meta_view.topic(topic) else {
+                    continue;
+                };
+                for q in 0..tc.read_queue_nums as i32 {
+                    let broker_offset = self.reader.max_offset(topic, q).0 as i64;
+                    let consumer_offset = offsets.get(topic, group, q).unwrap_or(0).max(0);
+                    let last_timestamp = if consumer_offset > 0 {
+                        self.reader
+                            .store_time_at_queue_offset(
+                                topic,
+                                q,
+                                QueueOffset(consumer_offset as u64 - 1),
+                            )
+                            .unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    stats.offset_table.push((
+                        mq(topic, &broker, q),
+                        OffsetWrapper {
+                            broker_offset,
+                            consumer_offset,
+                            last_timestamp,
+                            pull_offset: consumer_offset,
+                        },
+                    ));
+                }
+                stats.consume_tps += self.rates.get.tps(group, Some(topic), 1);
+            }
+            ok(&req).with_body(stats.to_java_json().into_bytes())
+        })
+    }
+
+    fn topic_stats(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetTopicStatsInfoRequestHeader, req);
+        let Some(tc) = self.meta_view.topic(&h.topic) else {
+            return Handled::Reply(reply(
+                &req,
+                rc::TOPIC_NOT_EXIST,
+                format!("topic[{}] not exist", h.topic),
+            ));
+        };
+        let broker = self.settings.load().broker_name.clone();
+        let queues = tc.read_queue_nums.max(tc.write_queue_nums) as i32;
+        let mut t = TopicStatsTable {
+            topic_put_tps: self.rates.put.tps(&h.topic, None, 1),
+            ..Default::default()
+        };
+        for q in 0..queues {
+            let min = self.reader.min_offset(&h.topic, q).0 as i64;
+            let max = self.reader.max_offset(&h.topic, q).0 as i64;
+            let last = if max > 0 {
+                self.reader
+                    .store_time_at_queue_offset(&h.topic, q, QueueOffset(max as u64 - 1))
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            t.offset_table.push((
+                mq(&h.topic, &broker, q),
+                TopicOffset {
+                    last_update_timestamp: last,
+                    max_offset: max,
+                    min_offset: min,
+                },
+            ));
+        }
+        Handled::Reply(ok(&req).with_body(t.to_java_json().into_bytes()))
+    }
+
+    fn consumer_connection(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetConsumerConnectionListRequestHeader, req);
+        let clients = self.clients.clone();
+        later(async move {
+            match clients
+                .send(clients::GetGroupConnection(h.consumer_group.clone()))
+                .await
+            {
+                Ok(Some(c)) if !c.connection_set.is_empty() => match serde_json::to_vec(&c) {
+                    Ok(b) => ok(&req).with_body(b),
+                    Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                },
+                Ok(_) => reply(
+                    &req,
+                    rc::CONSUMER_NOT_ONLINE,
+                    format!("the consumer group[{}] not online", h.consumer_group),
+                ),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    fn delete_topic(self: std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
+        let h = header_or_reply!(DeleteTopicRequestHeader, req);
+        let topic = h.topic.trim().to_string();
+        if topic.is_empty() {
+            return Handled::Reply(reply(
+                &req,
+                rc::INVALID_PARAMETER,
+                "The specified topic is blank.",
+            ));
+        }
+        if is_system_topic(&topic) {
+            return Handled::Reply(reply(
+                &req,
+                rc::INVALID_PARAMETER,
+                format!("The topic[{topic}] is conflict with system topic."),
+            ));
+        }
+        tracing::info!(%topic, caller = %peer, "deleting topic");
+        later(async move {
+            let existed = match self.meta.send(metadata::DeleteTopic(topic.clone())).await {
+                Ok(Ok(e)) => e,
+                Ok(Err(e)) => {
+                    return reply(
+                        &req,
+                        rc::SYSTEM_ERROR,
+                        format!("cannot write topics.json: {e}"),
+                    )
+                }
+                Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            };
+            match self.store.delete_topic(&topic).await {
+                Ok(queues) => {
+                    tracing::info!(%topic, existed, queues, "topic deleted");
+                    ok(&req)
+                }
+                Err(e) => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("topic {topic} removed from topics.json but its queues not: {e}"),
+                ),
+            }
+        })
+    }
+
+    fn update_group(&self, req: RemotingCommand) -> Handled {
+        let g: SubscriptionGroupConfig = match parse_java_json(&req.body) {
+            Ok(g) => g,
+            Err(e) => {
+                return Handled::Reply(reply(
+                    &req,
+                    rc::INVALID_PARAMETER,
+                    format!("invalid SubscriptionGroupConfig body: {e}"),
+                ))
+            }
+        };
+        if g.group_name.trim().is_empty() {
+            return Handled::Reply(reply(
+                &req,
+                rc::INVALID_PARAMETER,
+                "the group name (groupName) is blank",
+            ));
+        }
+        if let Err(e) = actormq_core::store::validate::check_topic_name(&g.group_name) {
+            return Handled::Reply(reply(
+                &req,
+                rc::INVALID_PARAMETER,
+                format!("invalid group name: {}", e.remark.replace("topic", "group")),
+            ));
+        }
+        if g.retry_queue_nums > 1024 {
+            return Handled::Reply(reply(
+                &req,
+                rc::INVALID_PARAMETER,
+                format!("retryQueueNums {} is over 1024", g.retry_queue_nums),
+            ));
+        }
+        let meta = self.meta.clone();
+        later(async move {
+            let name = g.group_name.clone();
+            let retry = meta::retry_topic(&name);
+            let queues = g.retry_queue_nums.max(1);
+            match meta.send(metadata::UpdateGroup(g)).await {
+                Ok(Ok(())) => {
+                    let m = metadata::EnsureTopic {
+                        topic: retry,
+                        queues,
+                        perm: meta::PERM_READ | meta::PERM_WRITE,
+                    };
+                    let _ = meta.send(m).await;
+                    ok(&req)
+                }
+                Ok(Err(e)) => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("cannot write subscriptionGroup.json: {e}"),
+                ),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    fn get_config(&self, req: RemotingCommand) -> Handled {
+        let text = print_config_items(&self.live.config(), false);
+        let hdr = GetBrokerConfigResponseHeader {
+            version: self.live.version_json(),
+        };
+        Handled::Reply(
+            ok(&req)
+                .with_ext_fields(hdr.to_ext_fields())
+                .with_body(text.into_bytes()),
+        )
+    }
+
+    fn update_config(&self, req: RemotingCommand, peer: &str) -> Handled {
+        let body = match std::str::from_utf8(&req.body) {
+            Ok(b) => b,
+            Err(_) => {
+                return Handled::Reply(reply(
+                    &req,
+                    rc::INVALID_PARAMETER,
+                    "the body is not UTF-8 key=value lines",
+                ))
+            }
+        };
+        let origin = format!("updateBrokerConfig from {peer}");
+        match self.live.update(body, &origin, self.clock_ms()) {
+            Ok(restart) => {
+                tracing::info!(caller = %peer, update = %body.trim().replace('\n', ", "), "broker configuration updated");
+                if restart.is_empty() {
+                    Handled::Reply(ok(&req))
+                } else {
+                    Handled::Reply(RemotingCommand::response_to(
+                        &req,
+                        rc::SUCCESS,
+                        Some(format!(
+                            "stored; takes effect at the next start: {}",
+                            restart.join(", ")
+                        )),
+                    ))
+                }
+            }
+            Err(e) => {
+                tracing::warn!(caller = %peer, error = %e, "broker configuration update refused");
+                Handled::Reply(reply(&req, rc::INVALID_PARAMETER, e))
+            }
+        }
+    }
+
+    fn reset_offset(self: std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
+        let h = header_or_reply!(ResetOffsetRequestHeader, req);
+        if self.live.config().store.broker_role == actormq_core::config::BrokerRole::Slave {
+            return Handled::Reply(reply(
+                &req,
+                rc::SYSTEM_ERROR,
+                "Can not reset offset in slave broker",
+            ));
+        }
+        let Some(tc) = self.meta_view.topic(&h.topic) else {
+            return Handled::Reply(reply(
+                &req,
+                rc::TOPIC_NOT_EXIST,
+                format!("Topic {} does not exist", h.topic),
+            ));
+        };
+        if self.meta_view.group(&h.group).is_none() {
+            return Handled::Reply(reply(
+                &req,
+                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+                format!("Group {} does not exist", h.group),
+            ));
+        }
+        let queues: Vec<i32> = if h.queue_id >= 0 {
+            vec![h.queue_id]
+        } else {
+            (0..tc.read_queue_nums as i32).collect()
+        };
+        tracing::info!(topic = %h.topic, group = %h.group, timestamp = h.timestamp, force = h.is_force, caller = %peer, "resetting consumer offsets");
+        later(async move {
+            let offsets = match self.meta.send(metadata::GetOffsets).await {
+                Ok(o) => o,
+                Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            };
+            let broker = self.settings.load().broker_name.clone();
+            let mut body = ResetOffsetBody::default();
+            for q in queues {
+                let max = self.reader.max_offset(&h.topic, q).0 as i64;
+                let target = match h.offset.filter(|o| *o >= 0 && h.queue_id >= 0) {
+                    Some(o) => {
+                        let min = self.reader.min_offset(&h.topic, q).0 as i64;
+                        if o < min || o > max {
+                            return reply(
+                                &req,
+                                rc::SYSTEM_ERROR,
+                                format!(
+                                    "Target offset {o} not in consume queue range [{min}-{max}]"
+                                ),
+                            );
+                        }
+                        o
+                    }
+                    None if h.timestamp < 0 => max,
+                    None => self.reader.offset_by_time(&h.topic, q, h.timestamp).0 as i64,
+                };
+                let current = offsets.get(&h.topic, &h.group, q);
+                // RocketMQ's rule: without force, never move a group forwards past where it is.
+                let offset = match current {
+                    Some(c) if !h.is_force && target >= c => c,
+                    _ => target,
+                };
+                let m = metadata::CommitOffset {
+                    group: h.group.clone(),
+                    topic: h.topic.clone(),
+                    queue_id: q,
+                    offset,
+                };
+                if let Err(e) = self.meta.send(m).await {
+                    return reply(&req, rc::SYSTEM_ERROR, e.to_string());
+                }
+                body.offset_table.push((mq(&h.topic, &broker, q), offset));
+            }
+            let json = body.to_java_json();
+            let push = RemotingCommand::new_request(rq::RESET_CONSUMER_CLIENT_OFFSET)
+                .with_ext_fields(
+                    ResetOffsetRequestHeader {
+                        offset: None,
+                        queue_id: -1,
+                        ..h.clone()
+                    }
+                    .to_ext_fields(),
+                )
+                .with_body(json.clone().into_bytes())
+                .with_oneway();
+            let told = self
+                .clients
+                .send(clients::PushToGroup {
+                    group: h.group.clone(),
+                    cmd: push,
+                })
+                .await
+                .unwrap_or(0);
+            tracing::info!(topic = %h.topic, group = %h.group, queues = body.offset_table.len(), consumers_told = told, "consumer offsets reset");
+            ok(&req).with_body(json.into_bytes())
+        })
+    }
+
+    fn clock_ms(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+/// Topics the broker owns: never deleted by an admin.
+fn is_system_topic(topic: &str) -> bool {
+    FORBIDDEN_TOPICS.contains(&topic)
+        || topic == meta::AUTO_CREATE_TOPIC
+        || topic.starts_with("rmq_sys_")
+        || topic.starts_with("RMQ_SYS_")
+}
+
+/// Put and get TPS windows of one connection thread.
+#[derive(Default)]
+pub struct RateSet {
+    /// (topic, "").
+    pub put: Rates,
+    /// (group, topic).
+    pub get: Rates,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_count_in_ten_second_slots() {
+        let t0 = Instant::now();
+        let mut r = Rate::new(t0);
+        r.slots[r.cur] += 100;
+        // Still in the first slot: nothing completed yet.
+        assert_eq!(r.tps(1, t0 + Duration::from_secs(5)), 0.0);
+        assert_eq!(r.tps(1, t0 + Duration::from_secs(10)), 10.0);
+        assert_eq!(r.tps(6, t0 + Duration::from_secs(10)), 100.0 / 60.0);
+        // After more than the ring, everything has aged out.
+        assert_eq!(r.tps(59, t0 + Duration::from_secs(3600)), 0.0);
+    }
+
+    #[test]
+    fn system_topics_are_protected() {
+        assert!(is_system_topic("TBW102"));
+        assert!(is_system_topic("SCHEDULE_TOPIC_XXXX"));
+        assert!(!is_system_topic("orders"));
+    }
+}
