@@ -56,7 +56,7 @@ async fn open(root: &Path, clock: &ManualClock, tweak: impl FnOnce(&mut StorePar
 async fn settle(store: &Store) {
     assert!(
         store
-            .wait_dispatched(store.max_offset(), Duration::from_secs(10))
+            .wait_dispatched(store.max_offset(), Duration::from_secs(60))
             .await,
         "dispatch caught up"
     );

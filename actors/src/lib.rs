@@ -10,8 +10,10 @@
 //! * [`broker`] — broker start/stop, request processing, metadata, client registry, long polling,
 //!   name-server registration, and `TestBroker` for end-to-end tests.
 //! * [`namesrv`] — the name server's route registry and request processing.
+//! * [`admin`] — `actormq admin`: mqadmin's commands over the wire (tables or `--json`).
 //! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`.
 
+pub mod admin;
 pub mod bench;
 pub mod bench_wire;
 pub mod broker;

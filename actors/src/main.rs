@@ -9,7 +9,9 @@ use actormq::bench_wire::{
 };
 use actormq::broker::BrokerOptions;
 use actormq_core::clock::SystemClock;
-use actormq_core::config::{load_with_overrides, parse_override, print_config_items, process_env};
+use actormq_core::config::{
+    load_with_overrides, load_with_runtime, parse_override, print_config_items, process_env,
+};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -58,6 +60,8 @@ enum Command {
         #[arg(long, default_value = "0.0.0.0:9876")]
         listen: std::net::SocketAddr,
     },
+    /// Administer a cluster: mqadmin's commands (clusterList, topicStatus, consumerProgress, …).
+    Admin(actormq::admin::AdminArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -79,8 +83,9 @@ enum BenchCommand {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        // actix-web's own start-up chatter is not an operator's concern.
+        .unwrap_or_else(|_| "info,actix_server=warn".into());
     if cli.log_format == "json" {
         tracing_subscriber::fmt()
             .json()
@@ -112,6 +117,14 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Namesrv { listen } => run_namesrv(listen),
+        Command::Admin(args) => {
+            // An admin error is for a person: one line, no backtrace, exit status 1.
+            if let Err(e) = client_runtime()?.block_on(actormq::admin::run(args)) {
+                eprintln!("error: {e:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Broker {
             config,
             print_all,
@@ -179,7 +192,19 @@ fn run_broker(cli: BrokerCli) -> anyhow::Result<()> {
     for a in &cli.overrides {
         layer.push(parse_override(a)?);
     }
-    let loaded = load_with_overrides(cli.config.as_deref(), &process_env(), &layer)?;
+    let env = process_env();
+    let mut loaded = load_with_overrides(cli.config.as_deref(), &env, &layer)?;
+    // Keys changed with `updateBrokerConfig` in an earlier run sit between the file and the
+    // environment.
+    let runtime = loaded
+        .config
+        .store
+        .config_dir()
+        .join(actormq::broker::admin::RUNTIME_FILE);
+    if runtime.exists() {
+        loaded = load_with_runtime(cli.config.as_deref(), Some(&runtime), &env, &layer)?;
+        tracing::info!(file = %runtime.display(), "applying configuration changed at runtime (updateBrokerConfig)");
+    }
     loaded.log_warnings();
     if cli.print_all || cli.print_important {
         print!(

@@ -1,0 +1,1086 @@
+//! `actormq admin`: mqadmin's everyday commands, spoken over the remoting protocol to a name
+//! server and brokers (ActorMQ's or any RocketMQ-compatible ones).
+//!
+//! Command names and options follow mqadmin (`clusterList`, `topicStatus -t`, `consumerProgress
+//! -g`, `updateBrokerConfig -b -k -v`, …; ECOSYSTEM.md A.1). People get aligned tables with
+//! mqadmin's `#Column` headers; `--json` prints one JSON document for scripts. A refused request
+//! prints the address, request, response code and remark, and the command exits non-zero.
+//!
+//! Parts: [`client`] (the wire calls, one connection per address), [`show`] (tables, JSON,
+//! message details). This module maps each command to its requests (the codes are in each
+//! command's docs).
+
+pub mod client;
+pub mod show;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use actormq_core::format::msg_id::decode_offset_msg_id;
+use actormq_core::format::record::{self, Check, RecordView};
+use actormq_core::meta::SubscriptionGroupConfig;
+use actormq_core::protocol::admin::{
+    ConsumeStats, ConsumerConnection, ResetOffsetBody, TopicStatsTable,
+};
+use actormq_core::protocol::body::TopicList;
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::header::*;
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use client::{AdminClient, AdminError, Result};
+use show::{message_detail, parse_time, print_kv, print_table, time_str, Table};
+
+/// Options every admin command takes.
+#[derive(Args, Debug, Clone)]
+pub struct AdminArgs {
+    /// Name server address(es), `host:port;host:port`.
+    #[arg(
+        short = 'n',
+        long = "namesrvAddr",
+        env = "NAMESRV_ADDR",
+        default_value = "127.0.0.1:9876",
+        global = true
+    )]
+    pub namesrv: String,
+    /// Print one JSON document instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Per-request timeout in milliseconds.
+    #[arg(long, default_value_t = 5000, global = true)]
+    pub timeout_ms: u64,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+/// Where a command goes: one broker (`-b addr`) or every master of a cluster (`-c name`).
+#[derive(Args, Debug, Clone)]
+pub struct Target {
+    /// Broker address `host:port`.
+    #[arg(short = 'b', long = "brokerAddr")]
+    pub broker: Option<String>,
+    /// Cluster name (every master in it).
+    #[arg(short = 'c', long = "clusterName")]
+    pub cluster: Option<String>,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+#[command(rename_all = "camelCase")]
+pub enum AdminCommand {
+    /// Clusters and brokers with version, TPS, page-cache wait, message age and disk use
+    /// (106, then 28 on each broker).
+    ClusterList {
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: Option<String>,
+    },
+    /// Every topic the name server knows (206).
+    TopicList,
+    /// A topic's route: brokers, queues, permissions (105).
+    TopicRoute {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Min/max offset and last write of each queue of a topic (105, then 202 per broker).
+    TopicStatus {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Create or update a topic (17; 106 for -c).
+    UpdateTopic {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[command(flatten)]
+        target: Target,
+        #[arg(short = 'r', long = "readQueueNums", default_value_t = 8)]
+        read_queues: i32,
+        #[arg(short = 'w', long = "writeQueueNums", default_value_t = 8)]
+        write_queues: i32,
+        /// 2 = write, 4 = read, 6 = read and write.
+        #[arg(short = 'p', long, default_value_t = 6)]
+        perm: i32,
+        #[arg(short = 'o', long, default_value_t = false, action = clap::ArgAction::Set)]
+        order: bool,
+    },
+    /// Delete a topic from every master of a cluster and from the name servers (215, 216).
+    DeleteTopic {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'c', long = "clusterName")]
+        cluster: String,
+    },
+    /// A broker's runtime key/values (28).
+    BrokerStatus {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Create or update a consumer group (200).
+    UpdateSubGroup {
+        #[arg(short = 'g', long = "groupName")]
+        group: String,
+        #[command(flatten)]
+        target: Target,
+        #[arg(short = 's', long = "consumeEnable", action = clap::ArgAction::Set, default_value_t = true)]
+        consume_enable: bool,
+        #[arg(short = 'm', long = "consumeFromMinEnable", action = clap::ArgAction::Set, default_value_t = true)]
+        consume_from_min: bool,
+        #[arg(short = 'd', long = "consumeBroadcastEnable", action = clap::ArgAction::Set, default_value_t = true)]
+        broadcast: bool,
+        #[arg(short = 'q', long = "retryQueueNums", default_value_t = 1)]
+        retry_queues: u32,
+        #[arg(short = 'r', long = "retryMaxTimes", default_value_t = 16)]
+        retry_max_times: i32,
+        #[arg(short = 'i', long = "brokerId", default_value_t = 0)]
+        broker_id: u64,
+        #[arg(
+            short = 'w',
+            long = "whichBrokerWhenConsumeSlowly",
+            default_value_t = 1
+        )]
+        slow_broker: u64,
+    },
+    /// Consumer lag: per queue with -g, per group without (208, 203).
+    ConsumerProgress {
+        #[arg(short = 'g', long = "groupName")]
+        group: Option<String>,
+        #[arg(short = 't', long)]
+        topic: Option<String>,
+    },
+    /// A group's online consumers and subscriptions (203).
+    ConsumerConnection {
+        #[arg(short = 'g', long = "consumerGroup")]
+        group: String,
+    },
+    /// A message by its offset msgId (33).
+    QueryMsgById {
+        #[arg(short = 'i', long = "msgId")]
+        msg_id: String,
+        /// Do not print the body.
+        #[arg(long)]
+        no_body: bool,
+    },
+    /// Messages by key from the index (12).
+    QueryMsgByKey {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'k', long = "msgKey")]
+        key: String,
+        #[arg(short = 'b', long = "beginTimestamp")]
+        begin: Option<String>,
+        #[arg(short = 'e', long = "endTimestamp")]
+        end: Option<String>,
+        #[arg(short = 'c', long = "maxNum", default_value_t = 64)]
+        max: i32,
+    },
+    /// A message by the client's msgId (UNIQ_KEY) (12 with the unique-key flag).
+    QueryMsgByUniqueKey {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'i', long = "msgId")]
+        msg_id: String,
+    },
+    /// One message by queue offset (11).
+    QueryMsgByOffset {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'b', long = "brokerName")]
+        broker: String,
+        #[arg(short = 'i', long = "queueId")]
+        queue: i32,
+        #[arg(short = 'o', long)]
+        offset: i64,
+    },
+    /// Every message of a topic, optionally within store times (31, 30, 29, 11).
+    PrintMsg {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Tag expression (`*`, `TagA || TagB`).
+        #[arg(short = 's', long = "subExpression", default_value = "*")]
+        sub: String,
+        #[arg(short = 'b', long = "beginTimestamp")]
+        begin: Option<String>,
+        #[arg(short = 'e', long = "endTimestamp")]
+        end: Option<String>,
+        #[arg(short = 'd', long = "printBody", action = clap::ArgAction::Set, default_value_t = true)]
+        print_body: bool,
+        /// Stop after this many messages.
+        #[arg(long, default_value_t = 10_000)]
+        limit: usize,
+    },
+    /// Move a group's offsets on a topic to a store time (222).
+    ResetOffsetByTime {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+        /// `now`, milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS.
+        #[arg(short = 's', long)]
+        timestamp: String,
+        /// Also move forwards past the committed offset.
+        #[arg(short = 'f', long, action = clap::ArgAction::Set, default_value_t = true)]
+        force: bool,
+    },
+    /// A broker's configuration (26).
+    GetBrokerConfig {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Change a broker setting at runtime (25).
+    UpdateBrokerConfig {
+        #[command(flatten)]
+        target: Target,
+        #[arg(short = 'k', long)]
+        key: String,
+        #[arg(short = 'v', long)]
+        value: String,
+    },
+}
+
+/// Runs one admin command; the error is what the user sees.
+pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    let admin = AdminClient::new(&args.namesrv, Duration::from_millis(args.timeout_ms));
+    let json = args.json;
+    JSON.store(json, Ordering::Relaxed);
+    let out = match args.command {
+        AdminCommand::ClusterList { cluster } => cluster_list(&admin, cluster.as_deref()).await?,
+        AdminCommand::TopicList => topic_list(&admin).await?,
+        AdminCommand::TopicRoute { topic } => {
+            let r = admin.route(&topic).await?;
+            let v = serde_json::to_value(&r)?;
+            if !json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+            Some(v)
+        }
+        AdminCommand::TopicStatus { topic } => topic_status(&admin, &topic).await?,
+        AdminCommand::UpdateTopic {
+            topic,
+            target,
+            read_queues,
+            write_queues,
+            perm,
+            order,
+        } => {
+            let h = CreateTopicRequestHeader {
+                topic: topic.clone(),
+                default_topic: "TBW102".into(),
+                read_queue_nums: read_queues,
+                write_queue_nums: write_queues,
+                perm,
+                topic_filter_type: "SINGLE_TAG".into(),
+                topic_sys_flag: Some(0),
+                order,
+                attributes: None,
+            };
+            let mut done = Vec::new();
+            for addr in targets(&admin, &target).await? {
+                let cmd = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
+                    .with_ext_fields(h.to_ext_fields());
+                admin.call(&addr, cmd).await?;
+                if !json {
+                    println!("create topic to {addr} success.");
+                }
+                done.push(addr);
+            }
+            if !json {
+                println!("TopicConfig [topicName={topic}, readQueueNums={read_queues}, writeQueueNums={write_queues}, perm={}, order={order}]", perm_str(perm));
+            }
+            Some(
+                json!({"topic": topic, "brokers": done, "readQueueNums": read_queues, "writeQueueNums": write_queues, "perm": perm, "order": order}),
+            )
+        }
+        AdminCommand::DeleteTopic { topic, cluster } => {
+            let masters = admin.cluster_masters(&cluster).await?;
+            for (_, addr) in &masters {
+                let cmd = RemotingCommand::new_request(rq::DELETE_TOPIC_IN_BROKER).with_ext_fields(
+                    DeleteTopicRequestHeader {
+                        topic: topic.clone(),
+                    }
+                    .to_ext_fields(),
+                );
+                admin.call(addr, cmd).await?;
+            }
+            let cmd = RemotingCommand::new_request(rq::DELETE_TOPIC_IN_NAMESRV).with_ext_fields(
+                DeleteTopicFromNamesrvRequestHeader {
+                    topic: topic.clone(),
+                    cluster_name: Some(cluster.clone()),
+                }
+                .to_ext_fields(),
+            );
+            admin.call_namesrv(cmd).await?;
+            if !json {
+                println!("delete topic [{topic}] from cluster [{cluster}] success.");
+                println!("delete topic [{topic}] from NameServer success.");
+            }
+            Some(
+                json!({"topic": topic, "cluster": cluster, "brokers": masters.iter().map(|m| &m.1).collect::<Vec<_>>()}),
+            )
+        }
+        AdminCommand::BrokerStatus { target } => {
+            let mut all = serde_json::Map::new();
+            let addrs = targets(&admin, &target).await?;
+            for addr in &addrs {
+                let kv: Vec<(String, String)> =
+                    admin.runtime_info(addr).await?.into_iter().collect();
+                let title = (addrs.len() > 1).then(|| format!("============{addr}============"));
+                all.insert(addr.clone(), print_kv(title.as_deref(), &kv, json));
+            }
+            Some(Value::Object(all))
+        }
+        AdminCommand::UpdateSubGroup {
+            group,
+            target,
+            consume_enable,
+            consume_from_min,
+            broadcast,
+            retry_queues,
+            retry_max_times,
+            broker_id,
+            slow_broker,
+        } => {
+            let g = SubscriptionGroupConfig {
+                group_name: group.clone(),
+                consume_enable,
+                consume_from_min_enable: consume_from_min,
+                consume_broadcast_enable: broadcast,
+                retry_queue_nums: retry_queues,
+                retry_max_times,
+                broker_id,
+                which_broker_when_consume_slowly: slow_broker,
+                notify_consumer_ids_changed_enable: true,
+            };
+            let body = serde_json::to_vec(&g)?;
+            let mut done = Vec::new();
+            for addr in targets(&admin, &target).await? {
+                let cmd = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+                    .with_body(body.clone());
+                admin.call(&addr, cmd).await?;
+                if !json {
+                    println!("create subscription group to {addr} success.");
+                }
+                done.push(addr);
+            }
+            if !json {
+                println!("{}", serde_json::to_string(&g)?);
+            }
+            Some(json!({"group": g, "brokers": done}))
+        }
+        AdminCommand::ConsumerProgress { group, topic } => match group {
+            Some(g) => consumer_progress(&admin, &g, topic.as_deref(), json).await?,
+            None => group_summary(&admin, json).await?,
+        },
+        AdminCommand::ConsumerConnection { group } => {
+            consumer_connection(&admin, &group, json).await?
+        }
+        AdminCommand::QueryMsgById { msg_id, no_body } => {
+            let (host, phy) = decode_offset_msg_id(&msg_id)
+                .map_err(|e| anyhow::anyhow!("msgId {msg_id}: {e}"))?;
+            let addr = host.to_string();
+            let cmd = RemotingCommand::new_request(rq::VIEW_MESSAGE_BY_ID)
+                .with_ext_fields(ViewMessageByIdRequestHeader { offset: phy }.to_ext_fields());
+            let resp = admin.call(&addr, cmd).await?;
+            let msgs = records(&resp.body)?;
+            let Some(r) = msgs.first() else {
+                anyhow::bail!("{addr}: no message at commit log offset {phy}");
+            };
+            let (text, v) = message_detail(r, !no_body);
+            if !json {
+                print!("{text}");
+            }
+            Some(v)
+        }
+        AdminCommand::QueryMsgByKey {
+            topic,
+            key,
+            begin,
+            end,
+            max,
+        } => {
+            let begin = begin
+                .as_deref()
+                .map(parse_time)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let end = end
+                .as_deref()
+                .map(parse_time)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let mut t = Table::new(&["Message ID", "QID", "Offset"]);
+            for (_, addr) in admin.topic_masters(&topic).await? {
+                let body = query(&admin, &addr, &topic, &key, max, begin, end, false).await?;
+                for r in records(&body)? {
+                    t.push(vec![
+                        r.offset_msg_id(),
+                        r.queue_id.to_string(),
+                        r.queue_offset.to_string(),
+                    ]);
+                }
+            }
+            if !json {
+                print_table(&t, false);
+            }
+            Some(t.to_json())
+        }
+        AdminCommand::QueryMsgByUniqueKey { topic, msg_id } => {
+            let mut found = Vec::new();
+            for (_, addr) in admin.topic_masters(&topic).await? {
+                let body = query(&admin, &addr, &topic, &msg_id, 32, None, None, true).await?;
+                for r in records(&body)? {
+                    if r.uniq_key() == Some(msg_id.as_str()) {
+                        let (text, v) = message_detail(&r, true);
+                        if !json {
+                            print!("{text}");
+                        }
+                        found.push(v);
+                    }
+                }
+            }
+            if found.is_empty() {
+                anyhow::bail!("no message with unique key {msg_id} in topic {topic}");
+            }
+            Some(Value::Array(found))
+        }
+        AdminCommand::QueryMsgByOffset {
+            topic,
+            broker,
+            queue,
+            offset,
+        } => {
+            let addr = admin.broker_addr(&broker).await?;
+            let body = pull(&admin, &addr, &topic, queue, offset, 1, "*").await?;
+            let msgs = match body {
+                Some(b) => b,
+                None => anyhow::bail!("{addr}: no message at {topic}/{queue} offset {offset}"),
+            };
+            let recs = records(&msgs)?;
+            let Some(r) = recs.first() else {
+                anyhow::bail!("{addr}: no message at {topic}/{queue} offset {offset}");
+            };
+            let (text, v) = message_detail(r, true);
+            if !json {
+                print!("{text}");
+            }
+            Some(v)
+        }
+        AdminCommand::PrintMsg {
+            topic,
+            sub,
+            begin,
+            end,
+            print_body,
+            limit,
+        } => print_msg(&admin, &topic, &sub, begin, end, print_body, limit, json).await?,
+        AdminCommand::ResetOffsetByTime {
+            group,
+            topic,
+            timestamp,
+            force,
+        } => {
+            let ts = parse_time(&timestamp).map_err(anyhow::Error::msg)?;
+            let mut t = Table::new(&["brokerName", "queueId", "offset"]);
+            for (_, addr) in admin.topic_masters(&topic).await? {
+                let h = ResetOffsetRequestHeader {
+                    topic: topic.clone(),
+                    group: group.clone(),
+                    queue_id: -1,
+                    offset: None,
+                    timestamp: ts,
+                    is_force: force,
+                };
+                let cmd = RemotingCommand::new_request(rq::INVOKE_BROKER_TO_RESET_OFFSET)
+                    .with_ext_fields(h.to_ext_fields());
+                let resp = admin.call(&addr, cmd).await?;
+                let body = ResetOffsetBody::parse(&resp.body).map_err(anyhow::Error::msg)?;
+                let mut rows = body.offset_table;
+                rows.sort_by(|a, b| a.0.cmp(&b.0));
+                for (mq, off) in rows {
+                    t.push(vec![
+                        mq.broker_name,
+                        mq.queue_id.to_string(),
+                        off.to_string(),
+                    ]);
+                }
+            }
+            if !json {
+                println!("rollback consumer offset by specified group[{group}], topic[{topic}], force[{force}], timestamp(string)[{timestamp}], timestamp(long)[{ts}]");
+                print_table(&t, false);
+            }
+            Some(t.to_json())
+        }
+        AdminCommand::GetBrokerConfig { target } => {
+            let mut all = serde_json::Map::new();
+            for addr in targets(&admin, &target).await? {
+                let resp = admin
+                    .call(&addr, RemotingCommand::new_request(rq::GET_BROKER_CONFIG))
+                    .await?;
+                let text = String::from_utf8_lossy(&resp.body).into_owned();
+                let kv: Vec<(String, String)> = text
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with('#') && l.contains('='))
+                    .filter_map(|l| l.split_once('='))
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .collect();
+                let title = format!("============{addr}============");
+                all.insert(addr.clone(), print_kv(Some(&title), &kv, json));
+            }
+            Some(Value::Object(all))
+        }
+        AdminCommand::UpdateBrokerConfig { target, key, value } => {
+            let mut done = Vec::new();
+            for addr in targets(&admin, &target).await? {
+                let cmd = RemotingCommand::new_request(rq::UPDATE_BROKER_CONFIG)
+                    .with_body(format!("{key}={value}\n").into_bytes());
+                let resp = admin.call(&addr, cmd).await?;
+                let note = resp.remark.unwrap_or_default();
+                if !json {
+                    println!("update broker config success, {addr}");
+                    if !note.is_empty() {
+                        println!("  {note}");
+                    }
+                }
+                done.push(json!({"broker": addr, "note": note}));
+            }
+            Some(json!({"key": key, "value": value, "brokers": done}))
+        }
+    };
+    if json {
+        if let Some(v) = out {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    }
+    Ok(())
+}
+
+fn perm_str(perm: i32) -> String {
+    let mut s = String::new();
+    s.push(if perm & 4 != 0 { 'R' } else { '-' });
+    s.push(if perm & 2 != 0 { 'W' } else { '-' });
+    s.push(if perm & 1 != 0 { 'X' } else { '-' });
+    s
+}
+
+/// `-b` wins over `-c` (mqadmin's rule); one of them is required.
+async fn targets(admin: &AdminClient, t: &Target) -> Result<Vec<String>> {
+    if let Some(b) = &t.broker {
+        return Ok(vec![b.clone()]);
+    }
+    if let Some(c) = &t.cluster {
+        return Ok(admin
+            .cluster_masters(c)
+            .await?
+            .into_iter()
+            .map(|(_, a)| a)
+            .collect());
+    }
+    Err(AdminError::Other(
+        "say where: -b <broker address> or -c <cluster name>".into(),
+    ))
+}
+
+/// Every record in a response body (QUERY_MESSAGE, PULL_MESSAGE, VIEW_MESSAGE_BY_ID).
+fn records(body: &[u8]) -> anyhow::Result<Vec<RecordView<'_>>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < body.len() {
+        match record::check(&body[at..], false) {
+            Ok(Check::Record(r)) => {
+                at += r.total_size as usize;
+                out.push(r);
+            }
+            Ok(_) => break,
+            Err(e) => anyhow::bail!("cannot decode a message at byte {at} of the response: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn query(
+    admin: &AdminClient,
+    addr: &str,
+    topic: &str,
+    key: &str,
+    max: i32,
+    begin: Option<i64>,
+    end: Option<i64>,
+    unique: bool,
+) -> Result<bytes::Bytes> {
+    let h = QueryMessageRequestHeader {
+        topic: topic.into(),
+        key: key.into(),
+        max_num: max,
+        begin_timestamp: begin.unwrap_or(0),
+        end_timestamp: end.unwrap_or(i64::MAX),
+        unique_key_query: unique,
+    };
+    let cmd = RemotingCommand::new_request(rq::QUERY_MESSAGE).with_ext_fields(h.to_ext_fields());
+    match admin.call(addr, cmd).await {
+        Ok(r) => Ok(r.body),
+        Err(e) if e.code() == Some(rc::QUERY_NOT_FOUND) => Ok(bytes::Bytes::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// One pull without committing or suspending; `None` when the queue has nothing there.
+async fn pull(
+    admin: &AdminClient,
+    addr: &str,
+    topic: &str,
+    queue: i32,
+    offset: i64,
+    max: i32,
+    sub: &str,
+) -> Result<Option<bytes::Bytes>> {
+    let h = PullMessageRequestHeader {
+        consumer_group: "TOOLS_CONSUMER".into(),
+        topic: topic.into(),
+        queue_id: queue,
+        queue_offset: offset,
+        max_msg_nums: max,
+        sys_flag: 0,
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: Some(sub.into()),
+        sub_version: 0,
+        ..Default::default()
+    };
+    let cmd = RemotingCommand::new_request(rq::PULL_MESSAGE).with_ext_fields(h.to_ext_fields());
+    let resp = admin.call_raw(addr, cmd).await?;
+    match resp.code {
+        rc::SUCCESS => Ok(Some(resp.body)),
+        rc::PULL_NOT_FOUND | rc::PULL_OFFSET_MOVED | rc::PULL_RETRY_IMMEDIATELY => Ok(None),
+        code => Err(AdminError::Refused {
+            addr: addr.into(),
+            request: "PULL_MESSAGE",
+            code,
+            name: actormq_core::protocol::codes::response_code_name(code),
+            remark: resp.remark.unwrap_or_default(),
+        }),
+    }
+}
+
+async fn queue_offset(
+    admin: &AdminClient,
+    addr: &str,
+    code: i32,
+    topic: &str,
+    queue: i32,
+    timestamp: Option<i64>,
+) -> Result<i64> {
+    let mut cmd = RemotingCommand::new_request(code)
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue.to_string());
+    if let Some(ts) = timestamp {
+        cmd = cmd.with_ext("timestamp", ts.to_string());
+    }
+    let resp = admin.call(addr, cmd).await?;
+    resp.ext("offset")
+        .and_then(|o| o.parse().ok())
+        .ok_or_else(|| AdminError::Other(format!("{addr}: no offset in the reply")))
+}
+
+async fn cluster_list(admin: &AdminClient, only: Option<&str>) -> anyhow::Result<Option<Value>> {
+    let info = admin.cluster_info().await?;
+    let mut t = Table::new(&[
+        "Cluster Name",
+        "Broker Name",
+        "BID",
+        "Addr",
+        "Version",
+        "InTPS(LOAD)",
+        "OutTPS(LOAD)",
+        "PCWait(ms)",
+        "Hour",
+        "SPACE",
+    ]);
+    let now = chrono::Utc::now().timestamp_millis();
+    for (cluster, names) in &info.cluster_addr_table {
+        if only.is_some_and(|c| c != cluster) {
+            continue;
+        }
+        for name in names {
+            let Some(bd) = info.broker_addr_table.get(name) else {
+                continue;
+            };
+            for (id, addr) in &bd.broker_addrs {
+                let kv = admin.runtime_info(addr).await.unwrap_or_default();
+                let get = |k: &str| kv.get(k).cloned().unwrap_or_default();
+                let first = |k: &str| {
+                    get(k)
+                        .split_whitespace()
+                        .next()
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .unwrap_or(0.0)
+                };
+                let earliest: i64 = get("earliestMessageTimeStamp").parse().unwrap_or(0);
+                let hours = if earliest > 0 {
+                    format!("{:.2}", (now - earliest) as f64 / 3_600_000.0)
+                } else {
+                    "0.00".into()
+                };
+                t.push(vec![
+                    cluster.clone(),
+                    name.clone(),
+                    id.to_string(),
+                    addr.clone(),
+                    if kv.is_empty() {
+                        "(unreachable)".into()
+                    } else {
+                        get("brokerVersionDesc")
+                    },
+                    format!("{:.2}", first("putTps")),
+                    format!("{:.2}", first("getTransferredTps")),
+                    get("pageCacheLockTimeMills"),
+                    hours,
+                    get("commitLogDiskRatio"),
+                ]);
+            }
+        }
+    }
+    print_or_return(t)
+}
+
+fn print_or_return(t: Table) -> anyhow::Result<Option<Value>> {
+    if !JSON.load(Ordering::Relaxed) {
+        print!("{}", t.render());
+    }
+    Ok(Some(t.to_json()))
+}
+
+/// `--json` of the running command (read by the table printers).
+static JSON: AtomicBool = AtomicBool::new(false);
+
+async fn topic_list(admin: &AdminClient) -> anyhow::Result<Option<Value>> {
+    let resp = admin
+        .call_namesrv(RemotingCommand::new_request(
+            rq::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        ))
+        .await?;
+    let list: TopicList = AdminClient::body(&resp, "name server", "GET_ALL_TOPIC_LIST")?;
+    let mut topics = list.topic_list;
+    topics.sort();
+    if !JSON.load(Ordering::Relaxed) {
+        for t in &topics {
+            println!("{t}");
+        }
+    }
+    Ok(Some(json!(topics)))
+}
+
+async fn topic_status(admin: &AdminClient, topic: &str) -> anyhow::Result<Option<Value>> {
+    let mut t = Table::new(&[
+        "Broker Name",
+        "QID",
+        "Min Offset",
+        "Max Offset",
+        "Last Updated",
+    ]);
+    for (name, addr) in admin.topic_masters(topic).await? {
+        let cmd = RemotingCommand::new_request(rq::GET_TOPIC_STATS_INFO).with_ext_fields(
+            GetTopicStatsInfoRequestHeader {
+                topic: topic.into(),
+            }
+            .to_ext_fields(),
+        );
+        let resp = admin.call(&addr, cmd).await?;
+        let mut stats = TopicStatsTable::parse(&resp.body).map_err(anyhow::Error::msg)?;
+        stats.offset_table.sort_by(|a, b| a.0.cmp(&b.0));
+        for (mq, o) in stats.offset_table {
+            t.push(vec![
+                name.clone(),
+                mq.queue_id.to_string(),
+                o.min_offset.to_string(),
+                o.max_offset.to_string(),
+                time_str(o.last_update_timestamp),
+            ]);
+        }
+    }
+    print_or_return(t)
+}
+
+/// The brokers a group lives on: those serving its retry topic (mqadmin's way).
+async fn group_brokers(admin: &AdminClient, group: &str) -> Result<Vec<(String, String)>> {
+    admin
+        .topic_masters(&actormq_core::meta::retry_topic(group))
+        .await
+}
+
+async fn consume_stats(
+    admin: &AdminClient,
+    group: &str,
+    topic: Option<&str>,
+) -> Result<ConsumeStats> {
+    let mut all = ConsumeStats::default();
+    for (_, addr) in group_brokers(admin, group).await? {
+        let cmd = RemotingCommand::new_request(rq::GET_CONSUME_STATS).with_ext_fields(
+            GetConsumeStatsRequestHeader {
+                consumer_group: group.into(),
+                topic: topic.map(str::to_string),
+            }
+            .to_ext_fields(),
+        );
+        let resp = admin.call(&addr, cmd).await?;
+        let s = ConsumeStats::parse(&resp.body).map_err(|why| AdminError::Body {
+            addr: addr.clone(),
+            request: "GET_CONSUME_STATS",
+            why,
+        })?;
+        all.consume_tps += s.consume_tps;
+        all.offset_table.extend(s.offset_table);
+    }
+    all.offset_table.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(all)
+}
+
+async fn consumer_progress(
+    admin: &AdminClient,
+    group: &str,
+    topic: Option<&str>,
+    json: bool,
+) -> anyhow::Result<Option<Value>> {
+    let stats = consume_stats(admin, group, topic).await?;
+    let mut t = Table::new(&[
+        "Topic",
+        "Broker Name",
+        "QID",
+        "Broker Offset",
+        "Consumer Offset",
+        "Diff",
+        "LastTime",
+    ]);
+    for (mq, o) in &stats.offset_table {
+        t.push(vec![
+            mq.topic.clone(),
+            mq.broker_name.clone(),
+            mq.queue_id.to_string(),
+            o.broker_offset.to_string(),
+            o.consumer_offset.to_string(),
+            (o.broker_offset - o.consumer_offset).to_string(),
+            time_str(o.last_timestamp),
+        ]);
+    }
+    if json {
+        return Ok(Some(json!({
+            "group": group,
+            "consumeTps": stats.consume_tps,
+            "diffTotal": stats.total_diff(),
+            "queues": t.to_json(),
+        })));
+    }
+    print!("{}", t.render());
+    println!();
+    println!("Consume TPS: {:.2}", stats.consume_tps);
+    println!("Consume Diff Total: {}", stats.total_diff());
+    Ok(None)
+}
+
+async fn connection_of(admin: &AdminClient, group: &str) -> Result<Option<ConsumerConnection>> {
+    for (_, addr) in group_brokers(admin, group).await? {
+        let cmd = RemotingCommand::new_request(rq::GET_CONSUMER_CONNECTION_LIST).with_ext_fields(
+            GetConsumerConnectionListRequestHeader {
+                consumer_group: group.into(),
+            }
+            .to_ext_fields(),
+        );
+        match admin.call(&addr, cmd).await {
+            Ok(resp) => {
+                return AdminClient::body(&resp, &addr, "GET_CONSUMER_CONNECTION_LIST").map(Some)
+            }
+            Err(e) if e.code() == Some(rc::CONSUMER_NOT_ONLINE) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
+async fn group_summary(admin: &AdminClient, json: bool) -> anyhow::Result<Option<Value>> {
+    let resp = admin
+        .call_namesrv(RemotingCommand::new_request(
+            rq::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        ))
+        .await?;
+    let list: TopicList = AdminClient::body(&resp, "name server", "GET_ALL_TOPIC_LIST")?;
+    let mut groups: Vec<String> = list
+        .topic_list
+        .iter()
+        .filter_map(|t| t.strip_prefix("%RETRY%"))
+        .map(str::to_string)
+        .collect();
+    groups.sort();
+    let mut t = Table::new(&[
+        "Group",
+        "Count",
+        "Version",
+        "Type",
+        "Model",
+        "TPS",
+        "Diff Total",
+    ]);
+    for g in groups {
+        let conn = connection_of(admin, &g).await?;
+        let stats = consume_stats(admin, &g, None).await?;
+        let (count, version, kind, model) = match &conn {
+            Some(c) => (
+                c.connection_set.len().to_string(),
+                c.connection_set
+                    .iter()
+                    .map(|x| x.version)
+                    .min()
+                    .map_or(String::new(), |v| v.to_string()),
+                format!("{:?}", c.consume_type),
+                format!("{:?}", c.message_model),
+            ),
+            None => ("0".into(), "OFFLINE".into(), String::new(), String::new()),
+        };
+        t.push(vec![
+            g,
+            count,
+            version,
+            kind,
+            model,
+            format!("{:.2}", stats.consume_tps),
+            stats.total_diff().to_string(),
+        ]);
+    }
+    if !json {
+        print!("{}", t.render());
+    }
+    Ok(Some(t.to_json()))
+}
+
+async fn consumer_connection(
+    admin: &AdminClient,
+    group: &str,
+    json: bool,
+) -> anyhow::Result<Option<Value>> {
+    let Some(c) = connection_of(admin, group).await? else {
+        anyhow::bail!("the consumer group[{group}] not online");
+    };
+    if json {
+        return Ok(Some(serde_json::to_value(&c)?));
+    }
+    let mut t = Table::new(&["", "ClientId", "ClientAddr", "Language", "Version"]);
+    for (i, x) in c.connection_set.iter().enumerate() {
+        t.push(vec![
+            (i + 1).to_string(),
+            x.client_id.clone(),
+            x.client_addr.clone(),
+            x.language.clone(),
+            x.version.to_string(),
+        ]);
+    }
+    print!("{}", t.render());
+    println!();
+    println!("Below is subscription:");
+    let mut s = Table::new(&["", "Topic", "SubExpression"]);
+    for (i, (topic, sd)) in c.subscription_table.iter().enumerate() {
+        s.push(vec![
+            (i + 1).to_string(),
+            topic.clone(),
+            sd.sub_string.clone(),
+        ]);
+    }
+    print!("{}", s.render());
+    println!();
+    println!("ConsumeType: {:?}", c.consume_type);
+    println!("MessageModel: {:?}", c.message_model);
+    println!("ConsumeFromWhere: {:?}", c.consume_from_where);
+    Ok(None)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn print_msg(
+    admin: &AdminClient,
+    topic: &str,
+    sub: &str,
+    begin: Option<String>,
+    end: Option<String>,
+    print_body: bool,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<Option<Value>> {
+    let begin = begin
+        .as_deref()
+        .map(parse_time)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let end = end
+        .as_deref()
+        .map(parse_time)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let route = admin.route(topic).await?;
+    let mut out = Vec::new();
+    'brokers: for qd in &route.queue_datas {
+        let Some(addr) = route
+            .broker_datas
+            .iter()
+            .find(|b| b.broker_name == qd.broker_name)
+            .and_then(|b| b.broker_addrs.get(&0))
+        else {
+            continue;
+        };
+        for q in 0..qd.read_queue_nums {
+            let from = match begin {
+                Some(ts) => {
+                    queue_offset(
+                        admin,
+                        addr,
+                        rq::SEARCH_OFFSET_BY_TIMESTAMP,
+                        topic,
+                        q,
+                        Some(ts),
+                    )
+                    .await?
+                }
+                None => queue_offset(admin, addr, rq::GET_MIN_OFFSET, topic, q, None).await?,
+            };
+            let to = match end {
+                Some(ts) => {
+                    queue_offset(
+                        admin,
+                        addr,
+                        rq::SEARCH_OFFSET_BY_TIMESTAMP,
+                        topic,
+                        q,
+                        Some(ts),
+                    )
+                    .await?
+                }
+                None => queue_offset(admin, addr, rq::GET_MAX_OFFSET, topic, q, None).await?,
+            };
+            let mut at = from;
+            while at < to {
+                let Some(body) = pull(admin, addr, topic, q, at, 32, sub).await? else {
+                    break;
+                };
+                let recs = records(&body)?;
+                if recs.is_empty() {
+                    break;
+                }
+                for r in &recs {
+                    at = r.queue_offset + 1;
+                    if r.queue_offset >= to {
+                        break;
+                    }
+                    if end.is_some_and(|e| r.store_timestamp > e) {
+                        continue;
+                    }
+                    let (text, v) = message_detail(r, print_body);
+                    if !json {
+                        println!("{text}");
+                    }
+                    out.push(v);
+                    if out.len() >= limit {
+                        break 'brokers;
+                    }
+                }
+            }
+        }
+    }
+    if !json {
+        println!("{} messages", out.len());
+    }
+    Ok(Some(Value::Array(out)))
+}
