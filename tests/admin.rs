@@ -93,12 +93,21 @@ fn every_admin_command_against_a_running_broker() {
         let topic = unique("AdminT");
         let group = unique("AdminG");
 
-        // clusterList: the broker, its address and version, in the table.
-        let out = ok(&ns, &["clusterList"]).await;
-        let row = out
-            .lines()
-            .find(|l| l.contains(&addr))
-            .unwrap_or_else(|| panic!("clusterList lacks {addr}:\n{out}"));
+        // clusterList: the broker, its address and version, in the table (once its first
+        // registration, sent right after start, has reached the name server).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (out, row) = loop {
+            let out = ok(&ns, &["clusterList"]).await;
+            if let Some(row) = out.lines().find(|l| l.contains(&addr)) {
+                let row = row.to_string();
+                break (out, row);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "clusterList lacks {addr}:\n{out}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         assert!(row.starts_with("DefaultCluster"), "{row}");
         assert!(row.contains("broker-a") && row.contains("ActorMQ"), "{row}");
         assert!(out.starts_with("#Cluster Name"), "{out}");

@@ -728,13 +728,88 @@ fn is_system_topic(topic: &str) -> bool {
         || topic.starts_with("RMQ_SYS_")
 }
 
-/// Put and get TPS windows of one connection thread.
+/// Put and get TPS windows of one connection thread, and its put latencies.
 #[derive(Default)]
 pub struct RateSet {
     /// (topic, "").
     pub put: Rates,
     /// (group, topic).
     pub get: Rates,
+    pub put_latency: PutLatency,
+}
+
+/// Time from a SEND's arrival to its reply (stored, and flushed in SYNC_FLUSH), for the runtime
+/// keys `putLatency99`, `putLatency999`, `putMessageEntireTimeMax` and
+/// `putMessageDistributeTime`.
+pub struct PutLatency(RefCell<hdrhistogram::Histogram<u64>>);
+
+impl Default for PutLatency {
+    fn default() -> Self {
+        // Microseconds up to an hour, 2 significant digits: ~10 KiB, constant-time record.
+        PutLatency(RefCell::new(
+            hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
+        ))
+    }
+}
+
+/// RocketMQ's `putMessageDistributeTime` buckets, in milliseconds (upper bounds).
+const PUT_BUCKETS: &[(u64, &str)] = &[
+    (0, "<=0ms"),
+    (10, "0~10ms"),
+    (50, "10~50ms"),
+    (100, "50~100ms"),
+    (200, "100~200ms"),
+    (500, "200~500ms"),
+    (1000, "500ms~1s"),
+    (2000, "1~2s"),
+    (3000, "2~3s"),
+    (4000, "3~4s"),
+    (5000, "4~5s"),
+    (10000, "5~10s"),
+];
+
+impl PutLatency {
+    pub fn record(&self, d: Duration) {
+        let us = (d.as_micros() as u64).max(1);
+        let _ = self.0.borrow_mut().record(us.min(3_600_000_000));
+    }
+
+    /// The runtime keys, in RocketMQ's units (milliseconds).
+    pub fn fill(&self, t: &mut BTreeMap<String, String>) {
+        let h = self.0.borrow();
+        let ms = |us: u64| us as f64 / 1000.0;
+        t.insert(
+            "putLatency99".into(),
+            format!("{:.2}", ms(h.value_at_quantile(0.99))),
+        );
+        t.insert(
+            "putLatency999".into(),
+            format!("{:.2}", ms(h.value_at_quantile(0.999))),
+        );
+        t.insert(
+            "putMessageEntireTimeMax".into(),
+            (h.max() / 1000).to_string(),
+        );
+        let mut lo = 0u64;
+        let mut parts = Vec::new();
+        for (hi_ms, name) in PUT_BUCKETS {
+            let hi = hi_ms * 1000 + 999;
+            let n = if h.is_empty() {
+                0
+            } else {
+                h.count_between(lo, hi)
+            };
+            parts.push(format!("[{name}]:{n}"));
+            lo = hi + 1;
+        }
+        let rest = if h.is_empty() {
+            0
+        } else {
+            h.count_between(lo, u64::MAX / 2)
+        };
+        parts.push(format!("[10s~]:{rest}"));
+        t.insert("putMessageDistributeTime".into(), parts.join(" "));
+    }
 }
 
 #[cfg(test)]
@@ -752,6 +827,20 @@ mod tests {
         assert_eq!(r.tps(6, t0 + Duration::from_secs(10)), 100.0 / 60.0);
         // After more than the ring, everything has aged out.
         assert_eq!(r.tps(59, t0 + Duration::from_secs(3600)), 0.0);
+    }
+
+    #[test]
+    fn put_latency_fills_rocketmq_keys() {
+        let p = PutLatency::default();
+        for ms in [1u64, 2, 3, 20, 700] {
+            p.record(Duration::from_millis(ms));
+        }
+        let mut t = BTreeMap::new();
+        p.fill(&mut t);
+        assert_eq!(t["putMessageEntireTimeMax"], "700");
+        let d = &t["putMessageDistributeTime"];
+        assert!(d.contains("[0~10ms]:3") && d.contains("[10~50ms]:1"), "{d}");
+        assert!(d.contains("[500ms~1s]:1") && d.ends_with("[10s~]:0"), "{d}");
     }
 
     #[test]

@@ -118,8 +118,12 @@ pub async fn start(
     create_abort_file(&root)?;
     tracing::info!(
         store = %root.display(),
+        abnormal = store.report.abnormal,
         commit_log_end = store.report.commit_log_end,
+        files_scanned = store.report.files_scanned,
         records_scanned = store.report.records_scanned,
+        cut = store.report.truncated_reason.as_deref().unwrap_or("none"),
+        redispatched_bytes = store.report.redispatch_bytes,
         consume_queues = store.report.consume_queues,
         recovery_ms = store.report.recovery_ms,
         "store recovered"

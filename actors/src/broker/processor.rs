@@ -368,6 +368,7 @@ impl BrokerCore {
     }
 
     fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
+        let arrived = Instant::now();
         let h = header_or_reply!(SendMessageRequestHeader, req);
         if let Some(remark) = self.writer_busy() {
             return Handled::Reply(reply(&req, rc::SYSTEM_BUSY, remark));
@@ -468,6 +469,7 @@ impl BrokerCore {
                     Ok((ok, offsets)) => {
                         Stats::add(&self.stats.put_msgs, n);
                         self.rates.put.add(&h.topic, "", n);
+                        self.rates.put_latency.record(arrived.elapsed());
                         Stats::add(&self.stats.put_bytes, bytes);
                         let kind = crate::metrics::message_type(&h.properties);
                         self.metrics.messages_in(&h.topic, kind, n, bytes);
@@ -492,6 +494,7 @@ impl BrokerCore {
                     Ok(ok) => {
                         Stats::add(&self.stats.put_msgs, 1);
                         self.rates.put.add(&h.topic, "", 1);
+                        self.rates.put_latency.record(arrived.elapsed());
                         Stats::add(&self.stats.put_bytes, bytes);
                         let kind = crate::metrics::message_type(&h.properties);
                         self.metrics.messages_in(&h.topic, kind, 1, bytes);
@@ -1142,6 +1145,7 @@ impl BrokerCore {
         );
         t.insert("pageCacheLockTimeMills".to_string(), "0".to_string());
         t.insert("putTps".to_string(), self.rates.put.java_tps_string());
+        self.rates.put_latency.fill(&mut t);
         t.insert(
             "getTransferredTps".to_string(),
             self.rates.get.java_tps_string(),

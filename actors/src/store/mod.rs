@@ -159,8 +159,13 @@ enum FlushRef {
 /// What opening the store found and did.
 #[derive(Clone, Debug, Default)]
 pub struct OpenReport {
+    /// The abort file was there: the previous run did not stop cleanly.
+    pub abnormal: bool,
     pub commit_log_end: u64,
+    pub files_scanned: u64,
     pub records_scanned: u64,
+    /// CommitLog bytes handed to dispatch again (ConsumeQueue and index rebuilt from them).
+    pub redispatch_bytes: u64,
     pub truncated_reason: Option<String>,
     pub consume_queues: usize,
     pub recovery_ms: u64,
@@ -445,8 +450,11 @@ impl Store {
         arbiters.push(sched_arb);
 
         let report = OpenReport {
+            abnormal,
             commit_log_end: rec.end.0,
+            files_scanned: rec.files_scanned,
             records_scanned: rec.records,
+            redispatch_bytes: rec.end.0 - reput_from,
             truncated_reason: rec.truncated_reason,
             consume_queues,
             recovery_ms: started.elapsed().as_millis() as u64,
