@@ -355,6 +355,25 @@ fn every_admin_command_against_a_running_broker() {
             "{}",
             bad.stderr
         );
+        let typo = admin(
+            &ns,
+            &[
+                "updateBrokerConfig",
+                "-b",
+                &addr,
+                "-k",
+                "waitTimeMilsInSendQueue",
+                "-v",
+                "5",
+            ],
+        )
+        .await;
+        assert!(
+            !typo.ok && typo.stderr.contains("waitTimeMilsInSendQueue"),
+            "an unknown key was accepted: {} {}",
+            typo.stdout,
+            typo.stderr
+        );
         let cfg = json(&ns, &["getBrokerConfig", "-b", &addr]).await;
         assert_eq!(cfg[&addr]["waitTimeMillsInSendQueue"], "321", "{cfg}");
 

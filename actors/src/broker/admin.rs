@@ -131,7 +131,9 @@ impl LiveConfig {
             layer.clone(),
         ])
         .map_err(|e| e.to_string())?;
-        if let Some(k) = loaded.unknown.first() {
+        // An update names keys on purpose: a typo or a RocketMQ-only key is an error here, not
+        // a warning as in a file.
+        if let Some(k) = loaded.unknown.first().or(loaded.unsupported.first()) {
             return Err(format!("{}: {}", k.key, k.hint));
         }
         let new_cfg = loaded.config;
