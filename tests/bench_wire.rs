@@ -3,68 +3,17 @@
 //! embedded name server on 127.0.0.1 ephemeral ports, on its own thread).
 //!
 //! Each test starts its own broker in its own temp dir and runs on its own thread under a hard
-//! limit of [`TEST_LIMIT`] (see [`run_bounded`]), so a hung broker or client fails the test
-//! instead of hanging the suite. Topics do not exist beforehand: the producer finds TBW102's route
+//! limit (`common::run_bounded`), so a hung broker or client fails the test instead of hanging the
+//! suite. Topics do not exist beforehand: the producer finds TBW102's route
 //! and the broker auto-creates them, as with a real client.
 
-use std::future::Future;
-use std::time::Duration;
+mod common;
 
 use actormq::bench_wire::{
     run_consume, run_produce, ConsumeArgs, ConsumeReport, ErrorSource, ProduceArgs, ProduceReport,
 };
-use actormq::broker::testing::TestBroker;
 use actormq_core::protocol::codes::response_code;
-
-/// Hard upper bound of every test, broker start and stop included.
-const TEST_LIMIT: Duration = Duration::from_secs(60);
-
-/// Runs one test body on its own thread and multi-thread tokio runtime; fails the test if it has
-/// not finished within [`TEST_LIMIT`].
-fn run_bounded<F, Fut>(name: &'static str, body: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    let (tx, rx) = std::sync::mpsc::channel();
-    let worker = std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("test tokio runtime");
-            let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(body())));
-            let _ = tx.send(outcome);
-            rt.shutdown_timeout(Duration::from_secs(5));
-        })
-        .expect("spawn test thread");
-    match rx.recv_timeout(TEST_LIMIT) {
-        Ok(Ok(())) => {
-            let _ = worker.join();
-        }
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{name}: did not finish within {TEST_LIMIT:?} (client or broker hung)")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            panic!("{name}: test thread died without reporting")
-        }
-    }
-}
-
-fn start_broker() -> (tempfile::TempDir, TestBroker) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let b = tokio::task::block_in_place(|| TestBroker::start(dir.path(), &[]))
-        .unwrap_or_else(|e| panic!("TestBroker::start failed: {e:#}"));
-    (dir, b)
-}
-
-fn stop_broker(b: TestBroker) {
-    tokio::task::block_in_place(|| b.stop());
-}
+use common::{broker, run_bounded, stop_broker};
 
 async fn produce(namesrv: &str, topic: &str, extra: &[&str]) -> ProduceReport {
     let mut argv = vec![
@@ -120,7 +69,7 @@ fn assert_consumed_exactly(r: &ConsumeReport, n: u64, size: u64) {
 #[test]
 fn async_and_batch_produce_are_all_acknowledged_and_consumed() {
     run_bounded("bench_async_and_batch", || async {
-        let (_dir, b) = start_broker();
+        let (_dir, b) = broker(&[]);
         let ns = b.namesrv_addr.clone();
 
         // Async, window 32, 4 connections: the topic is auto-created from TBW102's route.
@@ -172,7 +121,7 @@ fn async_and_batch_produce_are_all_acknowledged_and_consumed() {
 #[test]
 fn sync_v1_binary_header_and_oneway_sends_are_consumed() {
     run_bounded("bench_sync_oneway", || async {
-        let (_dir, b) = start_broker();
+        let (_dir, b) = broker(&[]);
         let ns = b.namesrv_addr.clone();
 
         // SEND_MESSAGE (10) with long header names, ROCKETMQ binary header, one in flight.
@@ -208,7 +157,7 @@ fn sync_v1_binary_header_and_oneway_sends_are_consumed() {
 #[test]
 fn broker_errors_are_counted_by_response_code_with_the_first_remark() {
     run_bounded("bench_errors", || async {
-        let (_dir, b) = start_broker();
+        let (_dir, b) = broker(&[]);
         let ns = b.namesrv_addr.clone();
         // The topic is created with min(16, TBW102's 8) = 8 queues, so every request to queues
         // 8..15 is refused with SYSTEM_ERROR; sync mode on one connection makes the split exact.

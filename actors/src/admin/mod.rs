@@ -660,18 +660,26 @@ async fn pull(
     }
 }
 
-async fn queue_offset(
+/// A queue offset for a time bound: the first message stored at or after `at`
+/// (SEARCH_OFFSET_BY_TIMESTAMP), or without a bound the queue's min or max (`otherwise`:
+/// GET_MIN_OFFSET / GET_MAX_OFFSET).
+async fn bound(
     admin: &AdminClient,
     addr: &str,
-    code: i32,
     topic: &str,
     queue: i32,
-    timestamp: Option<i64>,
+    at: Option<i64>,
+    otherwise: i32,
 ) -> Result<i64> {
+    let code = if at.is_some() {
+        rq::SEARCH_OFFSET_BY_TIMESTAMP
+    } else {
+        otherwise
+    };
     let mut cmd = RemotingCommand::new_request(code)
         .with_ext("topic", topic)
         .with_ext("queueId", queue.to_string());
-    if let Some(ts) = timestamp {
+    if let Some(ts) = at {
         cmd = cmd.with_ext("timestamp", ts.to_string());
     }
     let resp = admin.call(addr, cmd).await?;
@@ -1022,34 +1030,8 @@ async fn print_msg(
             continue;
         };
         for q in 0..qd.read_queue_nums {
-            let from = match begin {
-                Some(ts) => {
-                    queue_offset(
-                        admin,
-                        addr,
-                        rq::SEARCH_OFFSET_BY_TIMESTAMP,
-                        topic,
-                        q,
-                        Some(ts),
-                    )
-                    .await?
-                }
-                None => queue_offset(admin, addr, rq::GET_MIN_OFFSET, topic, q, None).await?,
-            };
-            let to = match end {
-                Some(ts) => {
-                    queue_offset(
-                        admin,
-                        addr,
-                        rq::SEARCH_OFFSET_BY_TIMESTAMP,
-                        topic,
-                        q,
-                        Some(ts),
-                    )
-                    .await?
-                }
-                None => queue_offset(admin, addr, rq::GET_MAX_OFFSET, topic, q, None).await?,
-            };
+            let from = bound(admin, addr, topic, q, begin, rq::GET_MIN_OFFSET).await?;
+            let to = bound(admin, addr, topic, q, end, rq::GET_MAX_OFFSET).await?;
             let mut at = from;
             while at < to {
                 let Some(body) = pull(admin, addr, topic, q, at, 32, sub).await? else {

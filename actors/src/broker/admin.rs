@@ -36,7 +36,7 @@ use arc_swap::ArcSwap;
 
 use super::clients;
 use super::metadata;
-use super::processor::{BrokerCore, ProcessorSettings};
+use super::processor::{header_or_reply, later, ok, reply, BrokerCore, ProcessorSettings};
 use crate::remoting::server::Handled;
 
 /// Keys an `updateBrokerConfig` changes at once; every other key is stored and applies at the
@@ -281,33 +281,6 @@ impl Rates {
 
 // ---------------------------------------------------------------------------------------------
 // Handlers
-
-fn reply(req: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
-    RemotingCommand::response_to(req, code, Some(remark.into()))
-}
-
-fn ok(req: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::response_to(req, rc::SUCCESS, None)
-}
-
-fn later(f: impl std::future::Future<Output = RemotingCommand> + 'static) -> Handled {
-    Handled::Later(Box::pin(async move { Some(f.await) }))
-}
-
-macro_rules! header_or_reply {
-    ($ty:ty, $req:expr) => {
-        match <$ty>::from_command(&$req) {
-            Ok(h) => h,
-            Err(e) => {
-                return Handled::Reply(reply(
-                    &$req,
-                    rc::SYSTEM_ERROR,
-                    format!("invalid request header: {e}"),
-                ))
-            }
-        }
-    };
-}
 
 fn mq(topic: &str, broker: &str, queue_id: i32) -> MessageQueue {
     MessageQueue {

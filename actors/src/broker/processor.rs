@@ -183,7 +183,11 @@ impl Stats {
 #[derive(Clone)]
 pub struct BrokerProcessor(pub Rc<BrokerCore>);
 
-fn reply(req: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
+pub(super) fn reply(
+    req: &RemotingCommand,
+    code: i32,
+    remark: impl Into<String>,
+) -> RemotingCommand {
     let remark = remark.into();
     RemotingCommand::response_to(
         req,
@@ -196,14 +200,15 @@ fn reply(req: &RemotingCommand, code: i32, remark: impl Into<String>) -> Remotin
     )
 }
 
-fn ok(req: &RemotingCommand) -> RemotingCommand {
+pub(super) fn ok(req: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(req, rc::SUCCESS, None)
 }
 
-fn later(f: impl std::future::Future<Output = RemotingCommand> + 'static) -> Handled {
+pub(super) fn later(f: impl std::future::Future<Output = RemotingCommand> + 'static) -> Handled {
     Handled::Later(Box::pin(async move { Some(f.await) }))
 }
 
+/// Decodes a typed header or returns SYSTEM_ERROR naming the field (used by `admin` too).
 macro_rules! header_or_reply {
     ($ty:ty, $req:expr) => {
         match <$ty>::from_command(&$req) {
@@ -218,6 +223,7 @@ macro_rules! header_or_reply {
         }
     };
 }
+pub(super) use header_or_reply;
 
 fn put_error_reply(req: &RemotingCommand, e: &PutError) -> RemotingCommand {
     reply(req, e.status.response_code(), e.remark.clone())
