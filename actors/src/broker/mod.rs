@@ -118,7 +118,7 @@ pub async fn start(
     create_abort_file(&root)?;
     tracing::info!(
         store = %root.display(),
-        abnormal = store.report.abnormal,
+        previous_run = if store.report.abnormal { "crashed" } else { "stopped cleanly" },
         commit_log_end = store.report.commit_log_end,
         files_scanned = store.report.files_scanned,
         records_scanned = store.report.records_scanned,
