@@ -16,7 +16,6 @@ pub mod registrar;
 pub mod testing;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -27,13 +26,13 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 
 use crate::metered::{start_on, ActorRef};
-use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, RequestMeters, ScrapeSources};
+use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, ScrapeSources};
 use crate::namesrv::{start_namesrv, NamesrvHandle, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
-use crate::remoting::server::serve;
+use crate::remoting::server::ConnectionThreads;
 use crate::store::{Store, StoreParams};
 use clients::ClientRegistry;
 use metadata::{MetaSettings, Metadata, PersistAll};
-use processor::{BrokerCore, BrokerProcessor, ProcessorSettings};
+use processor::{BrokerProcessorFactory, ProcessorSettings};
 use pull_hold::{MessagesArrived, PullHold};
 use registrar::{BrokerIdentity, RegisterNow, Registrar, UnregisterAll};
 
@@ -54,10 +53,11 @@ pub struct BrokerHandle {
     metrics: Option<MetricsServer>,
     pub namesrv: Option<NamesrvHandle>,
     pub namesrv_addrs: Vec<String>,
-    store: Rc<Store>,
+    store: Arc<Store>,
     meta: ActorRef<Metadata>,
     registrar: ActorRef<Registrar>,
     accept: actix_rt::task::JoinHandle<()>,
+    connections: ConnectionThreads,
     root: std::path::PathBuf,
     _lock: StoreLock,
 }
@@ -102,7 +102,7 @@ pub async fn start(
             h.try_notify(MessagesArrived(arrivals));
         }
     });
-    let store = Rc::new(Store::open_with(params, clock.clone(), Some(hook), abnormal).await?);
+    let store = Arc::new(Store::open_with(params, clock.clone(), Some(hook), abnormal).await?);
     create_abort_file(&root)?;
     tracing::info!(
         store = %root.display(),
@@ -206,8 +206,7 @@ pub async fn start(
         clients: clients.clone(),
     };
     let sc = &cfg.store;
-    let core = BrokerCore {
-        batcher: Default::default(),
+    let factory = BrokerProcessorFactory {
         store: store.clone(),
         reader: store.reader().clone(),
         meta: meta_ref.clone(),
@@ -233,11 +232,14 @@ pub async fn start(
         store_host,
         boot_ms: clock.now_ms(),
         stats: Default::default(),
-        metrics: RequestMeters::new(metrics),
+        metrics,
     };
-    let processor: Rc<dyn crate::remoting::server::Processor> =
-        Rc::new(BrokerProcessor(Rc::new(core)));
-    let accept = actix_rt::spawn(serve(listener, processor));
+    let threads = match b.server_selector_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n as usize,
+    };
+    let connections = ConnectionThreads::start(threads, Arc::new(factory));
+    let accept = actix_rt::spawn(connections.serve(listener));
     let metrics_server = MetricsServer::start(metrics_listener, ip, scrape)?;
     registrar.try_notify(RegisterNow);
     tracing::info!(
@@ -245,6 +247,7 @@ pub async fn start(
         broker = %store_host,
         name_servers = %namesrv_addrs.join(";"),
         embedded_namesrv = namesrv.is_some(),
+        connection_threads = threads,
         flush = ?cfg.store.flush_disk_type,
         role = ?cfg.store.broker_role,
         "broker started"
@@ -259,6 +262,7 @@ pub async fn start(
         meta: meta_ref,
         registrar,
         accept,
+        connections,
         root,
         _lock: lock,
     })
@@ -281,6 +285,8 @@ impl BrokerHandle {
         // Connections may still hold the processor (and so the store); shutdown stops the store's
         // actors regardless, so late requests get SERVICE_NOT_AVAILABLE.
         self.store.shutdown().await?;
+        // Then the connection threads: their sockets close, their processors (store refs) go.
+        self.connections.stop().await;
         remove_abort_file(&self.root)?;
         tracing::info!(store = %self.root.display(), "broker stopped cleanly");
         Ok(())
