@@ -613,6 +613,11 @@ pub struct BrokerConfig {
     pub server_channel_max_idle_time_secs: u64,
     /// `metricsPromExporterPort` (5.x), default 5557. 0 = ephemeral.
     pub metrics_prom_exporter_port: u16,
+    /// `serverSelectorThreads`: threads that serve client connections (read, decode, handle,
+    /// write); each connection stays on one. RocketMQ's default is 3 selector threads feeding
+    /// separate worker pools; here the same threads do both, so the default, 0, means one per
+    /// core.
+    pub server_selector_threads: u32,
 }
 
 impl Default for BrokerConfig {
@@ -647,6 +652,7 @@ impl Default for BrokerConfig {
             wait_time_ms_in_send_queue: 200,
             server_channel_max_idle_time_secs: 120,
             metrics_prom_exporter_port: 5557,
+            server_selector_threads: 0,
         }
     }
 }
@@ -1260,7 +1266,6 @@ pub const ROCKETMQ_ONLY_KEYS: &[&str] = &[
     "sendThreadPoolQueueCapacity",
     "serverCallbackExecutorThreads",
     "serverPooledByteBufAllocatorEnable",
-    "serverSelectorThreads",
     "serverSocketRcvBufSize",
     "serverSocketSndBufSize",
     "serverWorkerThreads",
@@ -2401,6 +2406,7 @@ mod tests {
             "waitTimeMillsInSendQueue",
             "serverChannelMaxIdleTimeSeconds",
             "metricsPromExporterPort",
+            "serverSelectorThreads",
         ];
         let expected: BTreeSet<&str> = expected.into_iter().collect();
         let actual: BTreeSet<&str> = known_keys().collect();

@@ -14,6 +14,11 @@ use actormq_core::config::{
 };
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc malloc: per-thread heaps with cheap frees from other threads (a
+/// request's buffers are allocated on a connection thread and freed on the writer's).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "actormq",

@@ -402,6 +402,25 @@ where
     ActorRef { addr, probe }
 }
 
+/// Starts a service that is not `Send` (it holds `Rc` state) on `arbiter`: `f` runs on the
+/// arbiter's thread and builds it there. Names the thread `thread_name`.
+pub fn start_local_on<S: Service, F>(
+    arbiter: &ArbiterHandle,
+    thread_name: &'static str,
+    f: F,
+) -> ActorRef<S>
+where
+    F: FnOnce(&mut Context<Metered<S>>) -> S + Send + 'static,
+{
+    let probe = probe(S::NAME);
+    name_thread(arbiter, thread_name);
+    let addr = Metered::start_in_arbiter(arbiter, move |ctx| Metered {
+        inner: f(ctx),
+        probe,
+    });
+    ActorRef { addr, probe }
+}
+
 /// Like [`start_on`], for services built inside their context (to schedule timers at creation).
 pub fn start_with<S: Service + Send, F>(arbiter: &ArbiterHandle, f: F) -> ActorRef<S>
 where

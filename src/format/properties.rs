@@ -109,7 +109,10 @@ pub mod keys {
 #[inline]
 fn split_entry(segment: &str) -> Option<(&str, &str)> {
     // Char 1 is ASCII, so its byte index is a char boundary and "last char" == "last byte".
-    let sep = segment.find(NAME_VALUE_SEPARATOR)?;
+    // A byte loop, not `str::find(char)`: segments are a few bytes, a searcher costs more.
+    let sep = segment
+        .bytes()
+        .position(|b| b == NAME_VALUE_SEPARATOR as u8)?;
     if sep == 0 || sep + 1 >= segment.len() {
         return None; // empty name or empty value: dropped, as Java does
     }
@@ -123,11 +126,26 @@ pub fn entries(props: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
 
 /// Value of `key`, zero-allocation, with exactly the parser's rules (last duplicate wins).
 pub fn find<'a>(props: &'a str, key: &str) -> Option<&'a str> {
-    // Scanning from the end makes "last wins" a plain first match.
-    props
-        .rsplit(PROPERTY_SEPARATOR)
-        .filter_map(split_entry)
-        .find_map(|(k, v)| (k == key).then_some(v))
+    // Scanning from the end makes "last wins" a plain first match. Byte positions of the ASCII
+    // separator are char boundaries, so the slicing below cannot fail; it runs on every SEND.
+    let bytes = props.as_bytes();
+    let mut end = bytes.len();
+    loop {
+        let start = bytes
+            .get(..end)?
+            .iter()
+            .rposition(|&b| b == PROPERTY_SEPARATOR as u8)
+            .map_or(0, |i| i + 1);
+        if let Some((k, v)) = props.get(start..end).and_then(split_entry) {
+            if k == key {
+                return Some(v);
+            }
+        }
+        if start == 0 {
+            return None;
+        }
+        end = start - 1;
+    }
 }
 
 /// The property map in first-appearance order; a duplicate keeps its first position but takes

@@ -234,9 +234,37 @@ pub fn parse_bool(field: &str, raw: &str) -> Result<bool, HeaderError> {
 }
 
 /// The `extFields` of a command: string keys to string values, in arrival order, no duplicates.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Every key and value lives in one text buffer and the entries are ranges into it, so a header
+/// costs two allocations however many fields it has (a SEND carries 14; a `String` each way was a
+/// quarter of a broker's time per message). Replacing or removing a field leaves its old text in
+/// the buffer until the `ExtFields` is dropped; that is bounded by what the holder inserts.
+#[derive(Clone, Default)]
 pub struct ExtFields {
-    entries: Vec<(String, String)>,
+    text: String,
+    entries: Vec<Entry>,
+}
+
+/// One field: its key's [`tag`] and where key and value are in the text (the value starts where
+/// the key ends).
+#[derive(Clone, Copy)]
+struct Entry {
+    tag: u64,
+    key: u32,
+    value: u32,
+    end: u32,
+}
+
+/// A key's length and first seven bytes in one word: equal tags mean equal keys for keys of up
+/// to seven bytes (every SEND V2 key is one letter), so a lookup compares words, not strings; a
+/// longer key compares its bytes only when the tags match.
+fn tag(key: &str) -> u64 {
+    let b = key.as_bytes();
+    let head = b
+        .iter()
+        .take(7)
+        .fold(0u64, |acc, &c| (acc << 8) | u64::from(c));
+    head | ((b.len().min(255) as u64) << 56)
 }
 
 impl ExtFields {
@@ -246,30 +274,93 @@ impl ExtFields {
 
     pub fn with_capacity(n: usize) -> Self {
         ExtFields {
+            text: String::with_capacity(n * 16),
             entries: Vec::with_capacity(n),
         }
     }
 
-    /// Sets `key` to `value`, replacing (in place) an existing entry with the same key.
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        let key = key.into();
-        let value = value.into();
-        match self.entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(entry) => entry.1 = value,
-            None => self.entries.push((key, value)),
+    /// With room for `n` fields and `text` bytes of keys and values.
+    pub fn with_capacity_and_text(n: usize, text: usize) -> Self {
+        ExtFields {
+            text: String::with_capacity(text),
+            entries: Vec::with_capacity(n),
         }
     }
 
+    fn key_of(&self, e: &Entry) -> &str {
+        self.text
+            .get(e.key as usize..e.value as usize)
+            .unwrap_or_default()
+    }
+
+    fn value_of(&self, e: &Entry) -> &str {
+        self.text
+            .get(e.value as usize..e.end as usize)
+            .unwrap_or_default()
+    }
+
+    fn is_key(&self, e: &Entry, key: &str, key_tag: u64) -> bool {
+        e.tag == key_tag && (key.len() <= 7 || self.key_of(e) == key)
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        let t = tag(key);
+        self.entries.iter().position(|e| self.is_key(e, key, t))
+    }
+
+    /// Appends `key` and the text `write` appends, returning the entry for the caller to place.
+    fn append_with(&mut self, key: &str, write: impl FnOnce(&mut String)) -> Entry {
+        let k = self.text.len();
+        self.text.push_str(key);
+        let v = self.text.len();
+        write(&mut self.text);
+        Entry {
+            tag: tag(key),
+            key: offset(k),
+            value: offset(v),
+            end: offset(self.text.len()),
+        }
+    }
+
+    /// Places `e` over an existing entry for the same key, else at the end.
+    fn place(&mut self, at: Option<usize>, e: Entry) {
+        match at.and_then(|i| self.entries.get_mut(i)) {
+            Some(slot) => *slot = e,
+            None => self.entries.push(e),
+        }
+    }
+
+    /// Sets `key` to `value`, replacing (in place) an existing entry with the same key.
+    pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let at = self.position(key);
+        let e = self.append_with(key, |t| t.push_str(value));
+        self.place(at, e);
+    }
+
+    /// Like [`insert`](Self::insert) with the value written by `fmt::Display` straight into the
+    /// buffer (numbers in a response header), no intermediate `String`.
+    pub fn insert_display(&mut self, key: &str, value: impl std::fmt::Display) {
+        use std::fmt::Write as _;
+        let at = self.position(key);
+        let e = self.append_with(key, |t| {
+            let _ = write!(t, "{value}");
+        });
+        self.place(at, e);
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
+        let t = tag(key);
         self.entries
             .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+            .find(|e| self.is_key(e, key, t))
+            .map(|e| self.value_of(e))
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let i = self.entries.iter().position(|(k, _)| k == key)?;
-        Some(self.entries.remove(i).1)
+        let i = self.position(key)?;
+        let e = self.entries.remove(i);
+        Some(self.value_of(&e).to_owned())
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -285,43 +376,90 @@ impl ExtFields {
     }
 
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.entries
+            .iter()
+            .map(|e| (self.key_of(e), self.value_of(e)))
     }
 
     /// Builds from raw wire entries in O(n), applying "last occurrence wins" for repeated keys
-    /// (each kept at its last position). Decoders use this instead of repeated [`insert`], whose
-    /// linear search would make a hostile header with a million fields quadratic.
-    ///
-    /// [`insert`]: Self::insert
-    pub fn from_wire(mut entries: Vec<(String, String)>) -> Self {
-        // Small headers (every real one) are checked pairwise; large ones through a hash set.
-        const PAIRWISE_MAX: usize = 32;
-        let has_dups = if entries.len() <= PAIRWISE_MAX {
-            entries
-                .iter()
-                .enumerate()
-                .any(|(i, (k, _))| entries.iter().skip(i + 1).any(|(k2, _)| k2 == k))
-        } else {
-            let mut seen = std::collections::HashSet::with_capacity(entries.len());
-            !entries.iter().all(|(k, _)| seen.insert(k.as_str()))
-        };
-        if has_dups {
-            let mut seen = std::collections::HashSet::with_capacity(entries.len());
-            let mut kept: Vec<(String, String)> = Vec::with_capacity(entries.len());
-            for (k, v) in entries.into_iter().rev() {
-                if !seen.contains(&k) {
-                    seen.insert(k.clone());
-                    kept.push((k, v));
-                }
-            }
-            kept.reverse();
-            entries = kept;
+    /// (each kept at its last position).
+    pub fn from_wire(entries: Vec<(String, String)>) -> Self {
+        let text = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let mut ext = ExtFields::with_capacity_and_text(entries.len(), text);
+        for (k, v) in &entries {
+            ext.push_wire_with(k, |t| t.push_str(v));
         }
-        ExtFields { entries }
+        ext.finish_wire();
+        ext
+    }
+
+    /// Decoders: append one wire entry; call [`finish_wire`](Self::finish_wire) after the last.
+    /// `write` appends the value's text to the buffer it is given (e.g. while unescaping).
+    pub fn push_wire_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
+        let e = self.append_with(key, write);
+        self.entries.push(e);
+    }
+
+    /// Applies "last occurrence wins" to entries pushed with
+    /// [`push_wire_with`](Self::push_wire_with).
+    pub fn finish_wire(&mut self) {
+        self.dedup_keep_last();
+    }
+
+    /// Drops earlier occurrences of repeated keys. Small headers (every real one) are checked
+    /// pairwise on tags; large ones through a hash set, so a hostile header with a million fields
+    /// is not quadratic.
+    fn dedup_keep_last(&mut self) {
+        const PAIRWISE_MAX: usize = 32;
+        let n = self.entries.len();
+        let has_dups = if n <= PAIRWISE_MAX {
+            (0..n).any(|i| {
+                let a = self.entries[i];
+                let k = self.key_of(&a);
+                self.entries[i + 1..]
+                    .iter()
+                    .any(|b| self.is_key(b, k, a.tag))
+            })
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(n);
+            !self.entries.iter().all(|e| seen.insert(self.key_of(e)))
+        };
+        if !has_dups {
+            return;
+        }
+        let mut seen = std::collections::HashSet::with_capacity(n);
+        let mut kept = Vec::with_capacity(n);
+        for e in self.entries.iter().rev() {
+            if seen.insert(self.key_of(e)) {
+                kept.push(*e);
+            }
+        }
+        kept.reverse();
+        self.entries = kept;
     }
 }
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ExtFields {
+/// A text offset. Frames are capped at 16 MiB, so a header's text always fits `u32`; anything
+/// larger would be a bug upstream, and saturating keeps the ranges checked instead of wrapping.
+fn offset(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl PartialEq for ExtFields {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for ExtFields {}
+
+impl std::fmt::Debug for ExtFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for ExtFields {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut ext = ExtFields::new();
         for (k, v) in iter {
@@ -405,7 +543,7 @@ impl RemotingCommand {
         self
     }
 
-    pub fn with_ext(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn with_ext(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
         self.ext_fields.insert(key, value);
         self
     }

@@ -31,8 +31,8 @@ trait Field: Sized {
     fn parse(name: &str, raw: &str) -> Result<Self, HeaderError>;
     /// Value when the field is absent; `None` means the field is required.
     fn absent() -> Option<Self>;
-    /// Wire text; `None` means "leave the field out".
-    fn render(&self) -> Option<String>;
+    /// Writes the wire text under `name`; `None` values leave the field out.
+    fn render(&self, name: &str, ext: &mut ExtFields);
 }
 
 macro_rules! scalar_fields {
@@ -44,8 +44,8 @@ macro_rules! scalar_fields {
             fn absent() -> Option<Self> {
                 None
             }
-            fn render(&self) -> Option<String> {
-                Some(self.to_string())
+            fn render(&self, name: &str, ext: &mut ExtFields) {
+                ext.insert_display(name, self);
             }
         }
         impl Field for Option<$ty> {
@@ -59,8 +59,10 @@ macro_rules! scalar_fields {
             fn absent() -> Option<Self> {
                 Some(None)
             }
-            fn render(&self) -> Option<String> {
-                self.as_ref().map(|v| v.to_string())
+            fn render(&self, name: &str, ext: &mut ExtFields) {
+                if let Some(v) = self {
+                    ext.insert_display(name, v);
+                }
             }
         }
     )*};
@@ -87,9 +89,7 @@ fn read<T: Field>(ext: &ExtFields, name: &str, default: Option<T>) -> Result<T, 
 }
 
 fn write<T: Field>(ext: &mut ExtFields, name: &str, value: &T) {
-    if let Some(text) = value.render() {
-        ext.insert(name, text);
-    }
+    value.render(name, ext);
 }
 
 /// Declares a header struct whose fields map 1:1 to wire names:
@@ -121,7 +121,7 @@ macro_rules! header {
             }
 
             pub fn to_ext_fields(&self) -> ExtFields {
-                let mut ext = ExtFields::new();
+                let mut ext = ExtFields::with_capacity_and_text(8, 128);
                 $( write(&mut ext, $wire, &self.$field); )*
                 ext
             }

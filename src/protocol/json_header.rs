@@ -11,6 +11,11 @@
 //! only where guessing would be wrong: the header must be one JSON object with a `code`, numbers
 //! must fit 32 bits, and an `extFields` value may not be an object or array.
 //!
+//! Two decoders, one behaviour: [`json_fast`](super::json_fast) scans the shape every real
+//! client sends straight into an [`ExtFields`] buffer, with no allocation per field; whatever it
+//! is not sure about makes it give up, and the serde decoder below reads the header instead (and
+//! names the error). A property test pins that both agree wherever the fast path answers.
+//!
 //! Encoding writes exactly the shape Java and the traced clients use:
 //! `{"code":0,"language":"JAVA","version":401,"opaque":7,"flag":1,"remark":null,
 //! "extFields":{"k":"v"},"serializeTypeCurrentRPC":"JSON"}` — empty `extFields` as `null`, as the
@@ -45,6 +50,14 @@ pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, String> {
         .rposition(|&b| b != 0)
         .map_or(0, |last| last + 1);
     let header = header.get(..end).unwrap_or_default();
+    if let Some(parts) = super::json_fast::decode(header) {
+        return Ok(parts);
+    }
+    decode_with_serde(header)
+}
+
+/// The general decoder (every leniency, every error message).
+pub(crate) fn decode_with_serde(header: &[u8]) -> Result<HeaderParts, String> {
     let wire: WireHeader =
         serde_json::from_slice(header).map_err(|e| format!("JSON header: {e}"))?;
     let code = wire

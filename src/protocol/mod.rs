@@ -1,7 +1,8 @@
 //! Apache RocketMQ's remoting protocol, as pure functions and plain data (spec §11, §12).
 //!
 //! * [`codec`] — the frame: `decode_frame` / `encode_frame` over a `BytesMut`, both header
-//!   encodings (`json_header`, `rocketmq_header`), the fuzzing entry point.
+//!   encodings (`json_header` with its allocation-free fast path `json_fast`,
+//!   `rocketmq_header`), the fuzzing entry point.
 //! * [`command`] — [`RemotingCommand`], its `extFields` map and typed accessors.
 //! * [`codes`] — request and response code numbers and their names.
 //! * [`header`] — typed request/response headers (SEND V1/V2, PULL, offsets, routes, …).
@@ -22,6 +23,7 @@ pub mod codec;
 pub mod codes;
 pub mod command;
 pub mod header;
+mod json_fast;
 mod json_header;
 mod rocketmq_header;
 

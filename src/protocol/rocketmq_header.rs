@@ -80,10 +80,14 @@ impl<'a> Reader<'a> {
     }
 
     fn utf8(&mut self, n: usize, field: &str) -> Result<String, String> {
+        self.str(n, field).map(str::to_owned)
+    }
+
+    /// Borrowed from the header: extFields go straight into the `ExtFields` buffer.
+    fn str(&mut self, n: usize, field: &str) -> Result<&'a str, String> {
         let at = self.pos;
         let bytes = self.take(n, field)?;
         std::str::from_utf8(bytes)
-            .map(str::to_owned)
             .map_err(|e| format!("ROCKETMQ header: {field} at byte {at} is not UTF-8: {e}"))
     }
 }
@@ -111,14 +115,15 @@ pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, String> {
         buf: ext_bytes,
         pos: 0,
     };
-    let mut entries = Vec::new();
+    let mut fields = ExtFields::with_capacity_and_text(16, ext_len);
     while ext.pos < ext.buf.len() {
         let key_len = ext.len_i16("extFields key length")?;
-        let key = ext.utf8(key_len, "extFields key")?;
+        let key = ext.str(key_len, "extFields key")?;
         let val_len = ext.len_i32("extFields value length")?;
-        let val = ext.utf8(val_len, "extFields value")?;
-        entries.push((key, val));
+        let val = ext.str(val_len, "extFields value")?;
+        fields.push_wire_with(key, |out| out.push_str(val));
     }
+    fields.finish_wire();
     if r.pos != header.len() {
         return Err(format!(
             "ROCKETMQ header: {} trailing bytes after extFields (which started at byte {ext_start})",
@@ -132,7 +137,7 @@ pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, String> {
         opaque,
         flag,
         remark,
-        ext_fields: ExtFields::from_wire(entries),
+        ext_fields: fields,
     })
 }
 

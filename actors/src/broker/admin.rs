@@ -8,14 +8,15 @@
 //! request-path settings derived from it, and the keys changed at runtime, which are written to
 //! `<storePathRootDir>/config/broker.runtime.properties` so a restart keeps them (that file is a
 //! configuration layer between the `-c` file and the environment). And the TPS windows
-//! ([`Rates`]) that `putTps`, `getTransferredTps`, `topicPutTps` and `consumeTps` report.
+//! ([`Rates`]) and put latencies ([`PutLatency`]) behind `putTps`, `getTransferredTps`,
+//! `topicPutTps`, `consumeTps` and `putLatency99`: each connection thread records into its own
+//! [`RateSet`]; [`SharedRates`] sums them when they are reported.
 //!
 //! Invariants: an update is validated as a whole against the running configuration (same rules
 //! and messages as at startup) before anything changes; a refused update changes nothing. A
 //! reset moves the stored offsets before the online consumers are told, so a consumer that
 //! misses the push still restarts from the new offsets.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -220,17 +221,18 @@ impl Rate {
     }
 }
 
-/// Per-key [`Rate`]s, keyed by (a, b): (topic, "") for puts, (group, topic) for gets. Owned by
-/// one connection thread (no lock on the request path).
+/// Per-key [`Rate`]s, keyed by (a, b): (topic, "") for puts, (group, topic) for gets. Each
+/// connection thread records into its own (the mutex is uncontended on the request path; only an
+/// admin read takes it from another thread).
 #[derive(Default)]
 pub struct Rates {
-    map: RefCell<HashMap<String, HashMap<String, Rate>>>,
+    map: Mutex<HashMap<String, HashMap<String, Rate>>>,
 }
 
 impl Rates {
     pub fn add(&self, a: &str, b: &str, n: u64) {
         let now = Instant::now();
-        let mut map = self.map.borrow_mut();
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if !map.contains_key(a) {
             map.insert(a.to_owned(), HashMap::new());
         }
@@ -246,7 +248,7 @@ impl Rates {
     /// TPS of (a, b) over the last `slots` × 10 s; `b = None` sums every b under a.
     pub fn tps(&self, a: &str, b: Option<&str>, slots: usize) -> f64 {
         let now = Instant::now();
-        let mut map = self.map.borrow_mut();
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let Some(inner) = map.get_mut(a) else {
             return 0.0;
         };
@@ -260,22 +262,12 @@ impl Rates {
     /// Sum over every key: the broker total.
     pub fn total_tps(&self, slots: usize) -> f64 {
         let now = Instant::now();
-        let mut map = self.map.borrow_mut();
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.values_mut()
             .flat_map(|m| m.values_mut())
             .map(|r| r.tps(slots, now))
             .sum::<f64>()
             + 0.0
-    }
-
-    /// RocketMQ's `"%.2f %.2f %.2f"` of the 10 s, 1 min and 10 min TPS.
-    pub fn java_tps_string(&self) -> String {
-        format!(
-            "{:.2} {:.2} {:.2}",
-            self.total_tps(1),
-            self.total_tps(6),
-            self.total_tps(59)
-        )
     }
 }
 
@@ -378,7 +370,7 @@ impl BrokerCore {
                         },
                     ));
                 }
-                stats.consume_tps += self.rates.get.tps(group, Some(topic), 1);
+                stats.consume_tps += self.all_rates.group_get_tps(group, topic);
             }
             ok(&req).with_body(stats.to_java_json().into_bytes())
         })
@@ -396,7 +388,7 @@ impl BrokerCore {
         let broker = self.settings.load().broker_name.clone();
         let queues = tc.read_queue_nums.max(tc.write_queue_nums) as i32;
         let mut t = TopicStatsTable {
-            topic_put_tps: self.rates.put.tps(&h.topic, None, 1),
+            topic_put_tps: self.all_rates.topic_put_tps(&h.topic),
             ..Default::default()
         };
         for q in 0..queues {
@@ -716,12 +708,12 @@ pub struct RateSet {
 /// Time from a SEND's arrival to its reply (stored, and flushed in SYNC_FLUSH), for the runtime
 /// keys `putLatency99`, `putLatency999`, `putMessageEntireTimeMax` and
 /// `putMessageDistributeTime`.
-pub struct PutLatency(RefCell<hdrhistogram::Histogram<u64>>);
+pub struct PutLatency(Mutex<hdrhistogram::Histogram<u64>>);
 
 impl Default for PutLatency {
     fn default() -> Self {
         // Microseconds up to an hour, 2 significant digits: ~10 KiB, constant-time record.
-        PutLatency(RefCell::new(
+        PutLatency(Mutex::new(
             hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
         ))
     }
@@ -746,44 +738,127 @@ const PUT_BUCKETS: &[(u64, &str)] = &[
 impl PutLatency {
     pub fn record(&self, d: Duration) {
         let us = (d.as_micros() as u64).max(1);
-        let _ = self.0.borrow_mut().record(us.min(3_600_000_000));
+        let _ = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(us.min(3_600_000_000));
+    }
+
+    fn add_to(&self, into: &mut hdrhistogram::Histogram<u64>) {
+        let _ = into.add(&*self.0.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
     /// The runtime keys, in RocketMQ's units (milliseconds).
     pub fn fill(&self, t: &mut BTreeMap<String, String>) {
-        let h = self.0.borrow();
-        let ms = |us: u64| us as f64 / 1000.0;
-        t.insert(
-            "putLatency99".into(),
-            format!("{:.2}", ms(h.value_at_quantile(0.99))),
-        );
-        t.insert(
-            "putLatency999".into(),
-            format!("{:.2}", ms(h.value_at_quantile(0.999))),
-        );
-        t.insert(
-            "putMessageEntireTimeMax".into(),
-            (h.max() / 1000).to_string(),
-        );
-        let mut lo = 0u64;
-        let mut parts = Vec::new();
-        for (hi_ms, name) in PUT_BUCKETS {
-            let hi = hi_ms * 1000 + 999;
-            let n = if h.is_empty() {
-                0
-            } else {
-                h.count_between(lo, hi)
-            };
-            parts.push(format!("[{name}]:{n}"));
-            lo = hi + 1;
-        }
-        let rest = if h.is_empty() {
+        let h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        fill_latency(&h, t);
+    }
+}
+
+fn fill_latency(h: &hdrhistogram::Histogram<u64>, t: &mut BTreeMap<String, String>) {
+    let ms = |us: u64| us as f64 / 1000.0;
+    t.insert(
+        "putLatency99".into(),
+        format!("{:.2}", ms(h.value_at_quantile(0.99))),
+    );
+    t.insert(
+        "putLatency999".into(),
+        format!("{:.2}", ms(h.value_at_quantile(0.999))),
+    );
+    t.insert(
+        "putMessageEntireTimeMax".into(),
+        (h.max() / 1000).to_string(),
+    );
+    let mut lo = 0u64;
+    let mut parts = Vec::new();
+    for (hi_ms, name) in PUT_BUCKETS {
+        let hi = hi_ms * 1000 + 999;
+        let n = if h.is_empty() {
             0
         } else {
-            h.count_between(lo, u64::MAX / 2)
+            h.count_between(lo, hi)
         };
-        parts.push(format!("[10s~]:{rest}"));
-        t.insert("putMessageDistributeTime".into(), parts.join(" "));
+        parts.push(format!("[{name}]:{n}"));
+        lo = hi + 1;
+    }
+    let rest = if h.is_empty() {
+        0
+    } else {
+        h.count_between(lo, u64::MAX / 2)
+    };
+    parts.push(format!("[10s~]:{rest}"));
+    t.insert("putMessageDistributeTime".into(), parts.join(" "));
+}
+
+/// Every connection thread's [`RateSet`], for the figures that report the broker as a whole.
+#[derive(Default)]
+pub struct SharedRates {
+    threads: Mutex<Vec<Arc<RateSet>>>,
+}
+
+impl SharedRates {
+    /// A new thread's own set, registered for the totals.
+    pub fn for_thread(&self) -> Arc<RateSet> {
+        let r = Arc::new(RateSet::default());
+        self.threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r.clone());
+        r
+    }
+
+    fn each(&self) -> Vec<Arc<RateSet>> {
+        self.threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Put TPS of a topic over the last 10 s.
+    pub fn topic_put_tps(&self, topic: &str) -> f64 {
+        self.each()
+            .iter()
+            .map(|r| r.put.tps(topic, None, 1))
+            .sum::<f64>()
+            + 0.0
+    }
+
+    /// Get TPS of (group, topic) over the last 10 s.
+    pub fn group_get_tps(&self, group: &str, topic: &str) -> f64 {
+        self.each()
+            .iter()
+            .map(|r| r.get.tps(group, Some(topic), 1))
+            .sum::<f64>()
+            + 0.0
+    }
+
+    /// RocketMQ's `"%.2f %.2f %.2f"` of the whole broker's 10 s, 1 min and 10 min TPS.
+    pub fn java_tps_string(&self, gets: bool) -> String {
+        let each = self.each();
+        let total = |slots: usize| {
+            each.iter()
+                .map(|r| {
+                    if gets {
+                        r.get.total_tps(slots)
+                    } else {
+                        r.put.total_tps(slots)
+                    }
+                })
+                .sum::<f64>()
+                + 0.0
+        };
+        format!("{:.2} {:.2} {:.2}", total(1), total(6), total(59))
+    }
+
+    /// `putLatency99`, … over every thread's SENDs.
+    pub fn fill_put_latency(&self, t: &mut BTreeMap<String, String>) {
+        let mut all = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 2)
+            .expect("valid bounds");
+        for r in self.each() {
+            r.put_latency.add_to(&mut all);
+        }
+        fill_latency(&all, t);
     }
 }
 

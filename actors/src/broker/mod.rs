@@ -17,7 +17,6 @@ pub mod registrar;
 pub mod testing;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -28,13 +27,13 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 
 use crate::metered::{start_on, ActorRef};
-use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, RequestMeters, ScrapeSources};
+use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, ScrapeSources};
 use crate::namesrv::{start_namesrv, NamesrvHandle, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
-use crate::remoting::server::serve;
+use crate::remoting::server::ConnectionThreads;
 use crate::store::{Store, StoreParams};
 use clients::ClientRegistry;
 use metadata::{MetaSettings, Metadata, PersistAll};
-use processor::{BrokerCore, BrokerProcessor, ProcessorSettings};
+use processor::{BrokerProcessorFactory, ProcessorSettings};
 use pull_hold::{MessagesArrived, PullHold};
 use registrar::{BrokerIdentity, RegisterNow, Registrar, UnregisterAll};
 
@@ -55,10 +54,11 @@ pub struct BrokerHandle {
     metrics: Option<MetricsServer>,
     pub namesrv: Option<NamesrvHandle>,
     pub namesrv_addrs: Vec<String>,
-    store: Rc<Store>,
+    store: Arc<Store>,
     meta: ActorRef<Metadata>,
     registrar: ActorRef<Registrar>,
     accept: actix_rt::task::JoinHandle<()>,
+    connections: ConnectionThreads,
     root: std::path::PathBuf,
     _lock: StoreLock,
 }
@@ -114,7 +114,7 @@ pub async fn start(
             h.try_notify(MessagesArrived(arrivals));
         }
     });
-    let store = Rc::new(Store::open_with(params, clock.clone(), Some(hook), abnormal).await?);
+    let store = Arc::new(Store::open_with(params, clock.clone(), Some(hook), abnormal).await?);
     create_abort_file(&root)?;
     tracing::info!(
         store = %root.display(),
@@ -224,8 +224,7 @@ pub async fn start(
     let settings = Arc::new(arc_swap::ArcSwap::from_pointee(
         ProcessorSettings::from_config(&cfg),
     ));
-    let core = BrokerCore {
-        batcher: Default::default(),
+    let factory = BrokerProcessorFactory {
         store: store.clone(),
         reader: store.reader().clone(),
         meta: meta_ref.clone(),
@@ -243,11 +242,14 @@ pub async fn start(
         store_host,
         boot_ms: clock.now_ms(),
         stats: Default::default(),
-        metrics: RequestMeters::new(metrics),
+        metrics,
     };
-    let processor: Rc<dyn crate::remoting::server::Processor> =
-        Rc::new(BrokerProcessor(Rc::new(core)));
-    let accept = actix_rt::spawn(serve(listener, processor));
+    let threads = match b.server_selector_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n as usize,
+    };
+    let connections = ConnectionThreads::start(threads, Arc::new(factory));
+    let accept = actix_rt::spawn(connections.serve(listener));
     let metrics_server = MetricsServer::start(metrics_listener, ip, scrape)?;
     registrar.try_notify(RegisterNow);
     tracing::info!(
@@ -257,6 +259,7 @@ pub async fn start(
         embedded_namesrv = namesrv.is_some(),
         metrics = %metrics_server.addr,
         store = %root.display(),
+        connection_threads = threads,
         flush = ?cfg.store.flush_disk_type,
         role = ?cfg.store.broker_role,
         startup_ms = started.elapsed().as_millis() as u64,
@@ -273,6 +276,7 @@ pub async fn start(
         meta: meta_ref,
         registrar,
         accept,
+        connections,
         root,
         _lock: lock,
     })
@@ -295,6 +299,8 @@ impl BrokerHandle {
         // Connections may still hold the processor (and so the store); shutdown stops the store's
         // actors regardless, so late requests get SERVICE_NOT_AVAILABLE.
         self.store.shutdown().await?;
+        // Then the connection threads: their sockets close, their processors (store refs) go.
+        self.connections.stop().await;
         remove_abort_file(&self.root)?;
         tracing::info!(store = %self.root.display(), "broker stopped cleanly");
         Ok(())

@@ -2,6 +2,9 @@
 //! SendMessageProcessor, PullMessageProcessor, QueryMessageProcessor, ClientManageProcessor,
 //! ConsumerManageProcessor and the parts of AdminBrokerProcessor clients use).
 //!
+//! One `BrokerProcessor` per connection thread, built by [`BrokerProcessorFactory`]: what every
+//! thread shares (store, actor refs, views, settings, [`Stats`]) is `Send + Sync` and cloned
+//! into each thread's [`BrokerCore`]; the [`SendBatcher`] and the metric caches are per thread.
 //! Called by each connection actor with one request at a time; answers directly from lock-free
 //! views (store reader, metadata and subscription snapshots) where it can, and otherwise returns a
 //! future that talks to the owning actor (CommitLog writer, Metadata, ClientRegistry, PullHold).
@@ -9,7 +12,7 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,7 +40,7 @@ use super::clients::{self, ClientRegistry, SubscriptionView};
 use super::metadata::{self, MetaView, Metadata};
 use super::pull_hold::{PullHold, SuspendPull};
 use crate::metered::ActorRef;
-use crate::remoting::server::{ConnInfo, Handled, Processor};
+use crate::remoting::server::{ConnInfo, Handled, Processor, ProcessorFactory};
 use crate::store::Store;
 
 /// Broker settings the request handling needs (from `BrokerConfig`/`StoreConfig`).
@@ -80,7 +83,7 @@ impl ProcessorSettings {
     }
 }
 
-/// Coalesces the SENDs that arrive in one turn of the connection thread into one `AppendBatch`
+/// Coalesces the SENDs that arrive in one turn of a connection thread into one `AppendBatch`
 /// writer message: one mailbox hop and one thread wake-up for many messages instead of one each.
 /// A SEND waits at most one scheduler turn for company.
 #[derive(Default)]
@@ -100,7 +103,7 @@ const MAX_SEND_BATCH: usize = 512;
 impl SendBatcher {
     pub async fn put(
         self: &Rc<Self>,
-        store: &Rc<Store>,
+        store: &Arc<Store>,
         msg: NewMessage,
     ) -> Result<AppendOk, PutError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -133,9 +136,11 @@ impl SendBatcher {
     }
 }
 
+/// The request path's state on one connection thread.
 pub struct BrokerCore {
+    /// This thread's batcher: SENDs of one turn of this thread become one `AppendBatch`.
     pub batcher: Rc<SendBatcher>,
-    pub store: Rc<Store>,
+    pub store: Arc<Store>,
     pub reader: StoreReader,
     pub meta: ActorRef<Metadata>,
     pub meta_view: MetaView,
@@ -145,38 +150,94 @@ pub struct BrokerCore {
     /// Swapped as a whole by `updateBrokerConfig` ([`super::admin::LiveConfig`]).
     pub settings: Arc<ArcSwap<ProcessorSettings>>,
     pub live: Arc<super::admin::LiveConfig>,
-    /// Put/get TPS windows (`putTps`, `topicPutTps`, `consumeTps`).
-    pub rates: super::admin::RateSet,
+    /// This thread's put/get TPS windows and put latencies (recorded without contention)…
+    pub rates: Arc<super::admin::RateSet>,
+    /// …and every thread's, summed when a runtime key or admin body reports them.
+    pub all_rates: Arc<super::admin::SharedRates>,
     /// `brokerIP1:listenPort`: written into every record and msgId.
     pub store_host: SocketAddr,
     pub boot_ms: i64,
-    pub stats: Stats,
-    /// `/metrics` counters of the request path (messages and bytes in and out, RPC latency).
+    /// Shared by every connection thread.
+    pub stats: Arc<Stats>,
+    /// `/metrics` counters of the request path (messages and bytes in and out, RPC latency),
+    /// through this thread's cache of labelled children.
     pub metrics: Rc<crate::metrics::RequestMeters>,
+}
+
+/// What every connection thread's [`BrokerCore`] is built from (`Send + Sync`).
+pub struct BrokerProcessorFactory {
+    pub store: Arc<Store>,
+    pub reader: StoreReader,
+    pub meta: ActorRef<Metadata>,
+    pub meta_view: MetaView,
+    pub clients: ActorRef<ClientRegistry>,
+    pub subs: SubscriptionView,
+    pub pull_hold: ActorRef<PullHold>,
+    pub settings: Arc<ArcSwap<ProcessorSettings>>,
+    pub live: Arc<super::admin::LiveConfig>,
+    pub rates: Arc<super::admin::SharedRates>,
+    pub store_host: SocketAddr,
+    pub boot_ms: i64,
+    pub stats: Arc<Stats>,
+    pub metrics: Arc<crate::metrics::BrokerMetrics>,
+}
+
+impl ProcessorFactory for BrokerProcessorFactory {
+    fn build(&self) -> Rc<dyn Processor> {
+        Rc::new(BrokerProcessor(Rc::new(BrokerCore {
+            batcher: Default::default(),
+            store: self.store.clone(),
+            reader: self.reader.clone(),
+            meta: self.meta.clone(),
+            meta_view: self.meta_view.clone(),
+            clients: self.clients.clone(),
+            subs: self.subs.clone(),
+            pull_hold: self.pull_hold.clone(),
+            settings: self.settings.clone(),
+            live: self.live.clone(),
+            rates: self.rates.for_thread(),
+            all_rates: self.rates.clone(),
+            store_host: self.store_host,
+            boot_ms: self.boot_ms,
+            stats: self.stats.clone(),
+            metrics: crate::metrics::RequestMeters::new(self.metrics.clone()),
+        })))
+    }
+}
+
+/// A counter shared by the connection threads (relaxed: it is only reported).
+#[derive(Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 #[derive(Default)]
 pub struct Stats {
-    pub put_msgs: std::cell::Cell<u64>,
-    pub put_bytes: std::cell::Cell<u64>,
-    pub got_msgs: std::cell::Cell<u64>,
-    pub got_bytes: std::cell::Cell<u64>,
-    seq: std::cell::Cell<u64>,
+    pub put_msgs: Counter,
+    pub put_bytes: Counter,
+    pub got_msgs: Counter,
+    pub got_bytes: Counter,
+    seq: AtomicU64,
 }
 
 impl Stats {
-    fn add(c: &std::cell::Cell<u64>, n: u64) {
-        c.set(c.get() + n);
+    fn add(c: &Counter, n: u64) {
+        c.0.fetch_add(n, Ordering::Relaxed);
     }
-    /// A cheap pseudo-random number (queue choice when a client asks for queue -1).
+    /// A cheap pseudo-random number (queue choice when a client asks for queue -1): a Weyl
+    /// sequence through a 64-bit mix, so concurrent threads need only one atomic add.
     fn next(&self) -> u64 {
-        let s = self
+        let mut z = self
             .seq
-            .get()
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.seq.set(s);
-        s >> 33
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) >> 1
     }
 }
 
@@ -1150,13 +1211,11 @@ impl BrokerCore {
                 .to_string(),
         );
         t.insert("pageCacheLockTimeMills".to_string(), "0".to_string());
-        t.insert("putTps".to_string(), self.rates.put.java_tps_string());
-        self.rates.put_latency.fill(&mut t);
-        t.insert(
-            "getTransferredTps".to_string(),
-            self.rates.get.java_tps_string(),
-        );
-        t.insert("getTotalTps".to_string(), self.rates.get.java_tps_string());
+        t.insert("putTps".to_string(), self.all_rates.java_tps_string(false));
+        self.all_rates.fill_put_latency(&mut t);
+        let gets = self.all_rates.java_tps_string(true);
+        t.insert("getTransferredTps".to_string(), gets.clone());
+        t.insert("getTotalTps".to_string(), gets);
         let earliest = self
             .reader
             .store_time_at(PhyOffset(self.reader.commit_log().min_offset()))

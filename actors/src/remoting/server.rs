@@ -6,10 +6,20 @@
 //! A malformed frame closes only its own connection, with one log line naming the peer and the
 //! rule the frame broke. In: frames, [`Push`] (server-initiated requests such as
 //! NOTIFY_CONSUMER_IDS_CHANGED), [`Resume`] (a parked long-poll pull to run again), [`Close`].
+//!
+//! Threads: [`serve`] runs every connection on the current thread (the name server: its
+//! requests are a few map lookups). [`ConnectionThreads`] spreads connections over N arbiters
+//! (the broker: `serverSelectorThreads`): the accept loop hands each accepted socket round-robin
+//! to one [`ConnectionHost`] per arbiter ([`Adopt`], through its bounded mailbox), and the
+//! connection lives on that thread until it closes. Each host builds its own processor from a
+//! `Send` [`ProcessorFactory`], so per-thread state (batchers, metric caches) needs no lock and
+//! shared state sits behind `Arc`. Invariant: a connection's frames are decoded, handled and
+//! answered on one thread, in arrival order (replies may still be reordered by `Later`).
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use actix::io::{FramedWrite, WriteHandler};
 use actix::prelude::*;
@@ -20,7 +30,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::FramedRead;
 
 use super::{CodecError, RemotingCodec};
-use crate::metered::{start_local_with, ActorRef, Metered, Serve, ServeStream, Service};
+use crate::metered::{
+    start_local_on, start_local_with, ActorRef, Metered, Serve, ServeStream, Service,
+};
 
 /// What a processor does with a request.
 pub enum Handled {
@@ -212,5 +224,178 @@ pub async fn serve(listener: TcpListener, processor: Rc<dyn Processor>) {
                 actix_rt::time::sleep(std::time::Duration::from_millis(100)).await;
             }
         }
+    }
+}
+
+/// Builds the processor of one connection thread. Called once per thread, on that thread, so the
+/// processor may keep thread-local state in `Rc`/`Cell`; what all threads share lives behind the
+/// factory's `Arc`s.
+pub trait ProcessorFactory: Send + Sync + 'static {
+    fn build(&self) -> Rc<dyn Processor>;
+}
+
+/// Hand an accepted socket to a connection thread, which starts its [`Connection`] there.
+pub struct Adopt(pub std::net::TcpStream);
+impl Message for Adopt {
+    type Result = ();
+}
+
+/// Owns one connection thread's processor and starts the connections handed to that thread.
+pub struct ConnectionHost {
+    processor: Rc<dyn Processor>,
+}
+
+impl Service for ConnectionHost {
+    const NAME: &'static str = "connection_host";
+}
+
+impl Serve<Adopt> for ConnectionHost {
+    type Reply = ();
+    fn serve(&mut self, m: Adopt, _: &mut Context<Metered<Self>>) {
+        // Registered with this thread's reactor: from here on the socket is polled only here.
+        let stream =
+            m.0.set_nonblocking(true)
+                .and_then(|()| TcpStream::from_std(m.0));
+        if let Err(e) = stream.and_then(|s| accept(s, self.processor.clone())) {
+            tracing::debug!(error = %e, "accepted socket closed before setup");
+        }
+    }
+}
+
+/// N arbiters serving connections, each with its own processor (`serverSelectorThreads`).
+pub struct ConnectionThreads {
+    arbiters: Vec<Arbiter>,
+    hosts: Vec<ActorRef<ConnectionHost>>,
+}
+
+impl ConnectionThreads {
+    /// Starts `threads` (at least 1) arbiters, each building its processor from `factory`.
+    pub fn start(threads: usize, factory: Arc<dyn ProcessorFactory>) -> ConnectionThreads {
+        let mut arbiters = Vec::new();
+        let mut hosts = Vec::new();
+        for _ in 0..threads.max(1) {
+            let arb = Arbiter::new();
+            let f = factory.clone();
+            hosts.push(start_local_on(&arb.handle(), "connections", move |_| {
+                ConnectionHost {
+                    processor: f.build(),
+                }
+            }));
+            arbiters.push(arb);
+        }
+        ConnectionThreads { arbiters, hosts }
+    }
+
+    pub fn threads(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Accepts connections forever (on the current thread) and hands them out round-robin.
+    pub fn serve(&self, listener: TcpListener) -> impl std::future::Future<Output = ()> + 'static {
+        let hosts = self.hosts.clone();
+        let next = AtomicUsize::new(0);
+        async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        let i = next.fetch_add(1, Ordering::Relaxed) % hosts.len();
+                        let adopt = stream.into_std().map(Adopt);
+                        match adopt {
+                            // Waits while that thread's mailbox is full: accepting slows down
+                            // instead of queueing sockets without bound.
+                            Ok(a) => {
+                                let _ = hosts[i].send(a).await;
+                            }
+                            Err(e) => tracing::debug!(error = %e, "accepted socket unusable"),
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        actix_rt::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops every connection thread (their connections close) and waits for them to end.
+    pub async fn stop(self) {
+        for a in &self.arbiters {
+            a.stop();
+        }
+        let arbiters = self.arbiters;
+        let _ = tokio::task::spawn_blocking(move || {
+            for a in arbiters {
+                let _ = a.join();
+            }
+        })
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::remoting::client::RemotingClient;
+
+    /// Answers every request with the id of the thread that handled it.
+    struct WhichThread;
+    impl Processor for WhichThread {
+        fn process(&self, req: RemotingCommand, _: &ConnInfo, _: bool) -> Handled {
+            let id = format!("{:?}", std::thread::current().id());
+            Handled::Reply(RemotingCommand::response_to(&req, 0, Some(id)))
+        }
+    }
+
+    #[derive(Default)]
+    struct CountingFactory(AtomicUsize);
+    impl ProcessorFactory for CountingFactory {
+        fn build(&self) -> Rc<dyn Processor> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Rc::new(WhichThread)
+        }
+    }
+
+    #[actix::test]
+    async fn connections_go_round_robin_to_the_threads_and_each_stays_on_one() {
+        let factory = Arc::new(CountingFactory::default());
+        let threads = ConnectionThreads::start(3, factory.clone());
+        assert_eq!(threads.threads(), 3);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accept = actix_rt::spawn(threads.serve(listener));
+        let mut per_thread: HashMap<String, usize> = HashMap::new();
+        for _ in 0..6 {
+            let c = RemotingClient::connect(&addr).await.unwrap();
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..5 {
+                let r = c
+                    .invoke(RemotingCommand::new_request(1), Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                seen.insert(r.remark.unwrap());
+            }
+            assert_eq!(seen.len(), 1, "one connection, one thread: {seen:?}");
+            *per_thread
+                .entry(seen.into_iter().next().unwrap())
+                .or_default() += 1;
+        }
+        assert_eq!(per_thread.len(), 3, "{per_thread:?}");
+        assert!(per_thread.values().all(|&n| n == 2), "{per_thread:?}");
+        let me = format!("{:?}", std::thread::current().id());
+        assert!(
+            !per_thread.contains_key(&me),
+            "served on the accepting thread"
+        );
+        assert_eq!(
+            factory.0.load(Ordering::Relaxed),
+            3,
+            "one processor per thread"
+        );
+        accept.abort();
+        threads.stop().await;
     }
 }

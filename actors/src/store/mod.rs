@@ -182,8 +182,9 @@ pub struct Store {
     reader: StoreReader,
     index: Option<IndexReader>,
     state: Arc<StoreState>,
-    /// Taken (emptied) by `shutdown`.
-    arbiters: std::cell::RefCell<Vec<Arbiter>>,
+    /// Taken (emptied) by `shutdown`. A mutex only so that `Store` is `Sync` (connection threads
+    /// share it); it is touched once, at shutdown.
+    arbiters: std::sync::Mutex<Vec<Arbiter>>,
     pub report: OpenReport,
 }
 
@@ -469,7 +470,7 @@ impl Store {
             reader,
             index: index_reader,
             state,
-            arbiters: std::cell::RefCell::new(arbiters),
+            arbiters: std::sync::Mutex::new(arbiters),
             report,
         })
     }
@@ -641,7 +642,8 @@ impl Store {
             FlushRef::Sync(g) => g.send(FlushNow).await.map_err(io)??,
         };
         tracing::info!(flushed, "store flushed");
-        let arbiters = std::mem::take(&mut *self.arbiters.borrow_mut());
+        let arbiters =
+            std::mem::take(&mut *self.arbiters.lock().unwrap_or_else(|e| e.into_inner()));
         for a in &arbiters {
             a.stop();
         }
