@@ -65,7 +65,17 @@ impl TransientStorePool {
         let mut buffers = Vec::with_capacity(count);
         for _ in 0..count {
             buffers.push(Buffer {
-                map: MmapRaw::from(MmapOptions::new().len(buffer_size).map_anon()?),
+                map: MmapRaw::from(MmapOptions::new().len(buffer_size).map_anon().map_err(
+                    |e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!(
+                                "reserving the TransientStorePool ({count} buffers of {buffer_size} \
+                                 bytes, transientStorePoolSize × mappedFileSizeCommitLog): {e}"
+                            ),
+                        )
+                    },
+                )?),
                 free: AtomicBool::new(true),
             });
         }
