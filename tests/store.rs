@@ -921,6 +921,8 @@ async fn the_store_reopened_with_write_buffers_after_a_clean_stop_serves_everyth
         p.commit_log_file_size = 32 * 1024;
         // The default committer timing: commits on its own.
         p.transient_store_pool_size = 2;
+        // Warming pre-faults the buffers while the writer may already be writing into them.
+        p.warm_mapped_files = true;
     };
     let mut sent: Vec<(&str, i32, QueueOffset, Vec<u8>)> = Vec::new();
     for round in 0..3u32 {

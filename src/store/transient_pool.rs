@@ -125,6 +125,33 @@ impl TransientStorePool {
         None
     }
 
+    /// Pre-faults `[start, start+len)` of buffer `idx` for writing (`MADV_POPULATE_WRITE`), so the
+    /// writer takes no page fault on those pages (`warmMapedFileEnable` with write buffers: the
+    /// buffers are what the writer touches). Never changes content — a page already present,
+    /// possibly being written by the writer right now, is left alone — so it may run while the
+    /// buffer is lent. False when the kernel lacks the advice (nothing else to do then: touching
+    /// anonymous memory by reading maps only the shared zero page).
+    pub fn prefault(&self, idx: usize, start: usize, len: usize) -> bool {
+        let Some(b) = self.buffers.get(idx) else {
+            return false;
+        };
+        let start = start.min(self.buffer_size) & !4095;
+        let len = len.min(self.buffer_size - start);
+        if len == 0 {
+            return true;
+        }
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: advice on a page-aligned sub-range of a mapping the pool owns for its lifetime.
+        let rc = unsafe {
+            libc::madvise(
+                b.map.as_mut_ptr().add(start).cast(),
+                len,
+                MADV_POPULATE_WRITE,
+            )
+        };
+        rc == 0
+    }
+
     fn give_back(&self, idx: usize) {
         let was_free = self.buffers[idx].free.swap(true, Ordering::AcqRel);
         debug_assert!(!was_free, "a write buffer was returned twice");
@@ -221,6 +248,22 @@ mod tests {
         let s = unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr(), l.len()) };
         assert!(s.iter().all(|&b| b == 0), "a fresh buffer reads as zeros");
         s[3 * 4096 - 1] = 7;
+    }
+
+    #[test]
+    fn prefault_keeps_what_a_lent_buffer_holds() {
+        let pool = TransientStorePool::new(1, 4 * 4096).unwrap();
+        let l = pool.borrow().unwrap();
+        // SAFETY: we hold the only lease; the buffer is `len` bytes.
+        let s = unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr(), l.len()) };
+        s[5] = 9;
+        pool.prefault(0, 0, 4 * 4096);
+        assert_eq!(s[5], 9, "written bytes are untouched");
+        assert!(
+            s[4096..].iter().all(|&b| b == 0),
+            "populated pages read as zeros"
+        );
+        assert!(!pool.prefault(7, 0, 4096), "no such buffer");
     }
 
     #[test]

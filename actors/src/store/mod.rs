@@ -415,15 +415,32 @@ impl Store {
             }
         }
 
+        let pool = if buffered {
+            let pool = TransientStorePool::new(
+                params.transient_store_pool_size,
+                params.commit_log_file_size as usize,
+            )?;
+            tracing::info!(
+                buffers = params.transient_store_pool_size,
+                buffer_bytes = params.commit_log_file_size,
+                sync_flush = params.sync_flush,
+                "write buffers on (transientStorePoolEnable): appends are committed with pwrite"
+            );
+            Some(pool)
+        } else {
+            None
+        };
         let alloc_arb = arbiter();
-        let allocator = start_on(
-            Some(&alloc_arb.handle()),
-            MappedFileAllocator::new(
-                params.commit_log_dir.clone(),
-                params.commit_log_file_size,
-                warm,
-            ),
+        let mut alloc = MappedFileAllocator::new(
+            params.commit_log_dir.clone(),
+            params.commit_log_file_size,
+            warm,
         );
+        if let (Some(pool), true) = (&pool, params.warm_mapped_files) {
+            // What the writer touches with write buffers is the buffers, not the mappings.
+            alloc = alloc.warming_pool(pool.clone());
+        }
+        let allocator = start_on(Some(&alloc_arb.handle()), alloc);
         arbiters.push(alloc_arb);
         if log.files().is_empty() {
             // A fresh store: have the first file ready (allocated and warmed) before the first
@@ -489,17 +506,7 @@ impl Store {
         };
         let mut after_append = Vec::new();
         let mut committer = None;
-        let pool = if buffered {
-            let pool = TransientStorePool::new(
-                params.transient_store_pool_size,
-                params.commit_log_file_size as usize,
-            )?;
-            tracing::info!(
-                buffers = params.transient_store_pool_size,
-                buffer_bytes = params.commit_log_file_size,
-                sync_flush = params.sync_flush,
-                "write buffers on (transientStorePoolEnable): appends are committed with pwrite"
-            );
+        if let Some(pool) = &pool {
             let mut on_wait: Option<Box<dyn Fn() + Send>> = None;
             if commit_mode == CommitMode::ByCommitter {
                 let commit_woken = Arc::new(AtomicBool::new(false));
@@ -535,12 +542,10 @@ impl Store {
                 wait: POOL_WAIT,
                 on_wait,
             });
-            Some(pool)
         } else {
             after_append.push(reput_waker());
             after_append.extend(flush_waker);
-            None
-        };
+        }
         let writer_arb = arbiter();
         let writer = start_on(
             Some(&writer_arb.handle()),
