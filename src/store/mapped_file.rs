@@ -414,6 +414,13 @@ impl MappedFile {
     }
 }
 
+impl std::os::fd::AsRawFd for MappedFile {
+    /// The file's descriptor (diagnostics, and tests that inject I/O errors).
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self._file.as_raw_fd()
+    }
+}
+
 impl MappedFile {
     /// Pre-faults `[start, start+len)` for writing while the owner may already be writing other
     /// pages of the file: `MADV_POPULATE_WRITE` never changes content. On kernels without it, the
@@ -614,6 +621,27 @@ mod tests {
         );
         assert_eq!(f.commit(0).unwrap(), 4 * 4096, "nothing more to commit");
         assert_eq!(f.read(4 * 4096 - 1, 1), Some(&[4u8][..]));
+    }
+
+    #[test]
+    fn a_failed_commit_leaves_the_committed_position_and_keeps_the_bytes_for_a_retry() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let (_pool, f) = buffered(dir.path(), 4096);
+        append(&f, b"abcd");
+        // Swap the file's descriptor for a read-only one: pwrite fails with EBADF.
+        let fd = f.as_raw_fd();
+        let saved = unsafe { libc::dup(fd) };
+        let ro = std::fs::File::open(f.path()).unwrap();
+        assert!(unsafe { libc::dup2(ro.as_raw_fd(), fd) } >= 0);
+        assert!(f.commit(0).is_err(), "the write error is returned");
+        assert_eq!(f.committed_position(), 0, "committed did not move");
+        assert_eq!(f.read(0, 4), None);
+        // The descriptor works again: the retry commits the same bytes from the buffer.
+        assert!(unsafe { libc::dup2(saved, fd) } >= 0);
+        unsafe { libc::close(saved) };
+        assert_eq!(f.commit(0).unwrap(), 4);
+        assert_eq!(f.read(0, 4), Some(&b"abcd"[..]));
     }
 
     #[test]

@@ -160,3 +160,44 @@ impl Serve<CommitNow> for Committer {
         self.run(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actormq_core::store::mapped_file::Warm;
+    use actormq_core::store::mapped_file_queue::MappedFileQueue;
+    use actormq_core::store::transient_pool::TransientStorePool;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_commit_error_turns_the_store_read_only_and_moves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        let pool = TransientStorePool::new(1, 4096).unwrap();
+        let f = q.create_and_push(0, Warm::No).unwrap();
+        f.attach_write_buffer(pool.borrow().unwrap()).unwrap();
+        // SAFETY: the test is the file's only writer, appending at its write position.
+        unsafe { f.write_slice(0, 3).copy_from_slice(b"xyz") };
+        f.publish_wrote(3);
+        let state = StoreState::default();
+        state.last_store_ts.store(42, Ordering::Release);
+        // A read-only descriptor in place of the file's: the pwrite fails (EBADF).
+        let ro = std::fs::File::open(f.path()).unwrap();
+        assert!(unsafe { libc::dup2(ro.as_raw_fd(), f.as_raw_fd()) } >= 0);
+
+        let e = commit_all(&q.view(), &state, 0).unwrap_err();
+        assert!(e.to_string().contains("committing CommitLog bytes"), "{e}");
+        let why = state.refusal().expect("writes are refused");
+        assert!(
+            why.contains("read-only") && why.contains("committing"),
+            "{why}"
+        );
+        assert_eq!(
+            state.committed.load(Ordering::Acquire),
+            0,
+            "committed did not move"
+        );
+        assert_eq!(state.committed_ts.load(Ordering::Acquire), 0);
+        assert_eq!(q.view().max_offset(), 0, "nothing became readable");
+    }
+}
