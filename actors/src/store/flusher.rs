@@ -9,7 +9,9 @@
 //!   RocketMQ's timed flusher sleeps through them.
 //! * `GroupCommitter` — in: [`FlushUpTo`] `{end}` from the writer for each append that waits
 //!   (`WAIT` absent or true). One flush covers every request pending when it starts; requests that
-//!   arrive during a flush are covered by the next. Out: the replies, and a `Wake` to the reput
+//!   arrive during a flush are covered by the next: the flush runs on a [`RunGroupCommit`] the
+//!   group committer sends itself, queued behind the requests already in its mailbox (a 0 ms
+//!   timer would wait for tokio's next 1 ms tick). Out: the replies, and a `Wake` to the reput
 //!   dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes). With write buffers it first
 //!   commits everything written (`pwrite`), then fdatasyncs — it is the committer in SYNC_FLUSH.
 //!
