@@ -264,8 +264,8 @@ pub struct StoreConfig {
     /// `checkCRCOnRecover`, default true.
     #[serde(rename = "checkCRCOnRecover")]
     pub check_crc_on_recover: bool,
-    /// `transientStorePoolEnable`, default false. Effective only with ASYNC_FLUSH on a master:
-    /// see [`Self::transient_store_pool_effective`].
+    /// `transientStorePoolEnable`, default false. Effective on a master with either flush type
+    /// (RocketMQ 5.x): see [`Self::transient_store_pool_effective`].
     pub transient_store_pool_enable: bool,
     /// `transientStorePoolSize`, buffers of `mappedFileSizeCommitLog` bytes, default 5.
     pub transient_store_pool_size: u32,
@@ -504,12 +504,14 @@ impl StoreConfig {
             .collect()
     }
 
-    /// Whether the TransientStorePool is really used: RocketMQ enables it only with
-    /// ASYNC_FLUSH on a master.
+    /// Whether the TransientStorePool is really used. RocketMQ 4.9 uses it only with ASYNC_FLUSH
+    /// on a master; RocketMQ 5.x with any flush type on a non-slave, and so do we: on a slave the
+    /// CommitLog is written by replication, not by producers. With SYNC_FLUSH the group committer
+    /// commits the buffers right before each fdatasync and still answers a request only once it
+    /// is flushed — the buffer is what makes that fdatasync cheap (`pwrite` + `fdatasync` instead
+    /// of `msync` of a dirtied mapping).
     pub fn transient_store_pool_effective(&self) -> bool {
-        self.transient_store_pool_enable
-            && self.flush_disk_type == FlushDiskType::AsyncFlush
-            && self.broker_role.is_master()
+        self.transient_store_pool_enable && self.broker_role.is_master()
     }
 
     /// Bytes of one IndexFile: 40-byte header + 4 per hash slot + 20 per index entry.
@@ -3011,16 +3013,20 @@ mod tests {
     }
 
     #[test]
-    fn transient_store_pool_only_for_async_masters() {
+    fn transient_store_pool_on_masters_with_either_flush_type_as_rocketmq_5() {
         let mut s = StoreConfig {
             transient_store_pool_enable: true,
             ..Default::default()
         };
         assert!(s.transient_store_pool_effective());
         s.flush_disk_type = FlushDiskType::SyncFlush;
-        assert!(!s.transient_store_pool_effective());
-        s.flush_disk_type = FlushDiskType::AsyncFlush;
+        assert!(s.transient_store_pool_effective());
+        s.broker_role = BrokerRole::SyncMaster;
+        assert!(s.transient_store_pool_effective());
         s.broker_role = BrokerRole::Slave;
+        assert!(!s.transient_store_pool_effective());
+        s.broker_role = BrokerRole::AsyncMaster;
+        s.transient_store_pool_enable = false;
         assert!(!s.transient_store_pool_effective());
     }
 

@@ -944,11 +944,20 @@ type RecordPos = (u64, u32, i64);
 /// Opens the stopped store's files with the core API and checks that ConsumeQueues and CommitLog
 /// agree: returns the number of records per (topic, queue).
 fn offline_check(root: &Path, cq_file_size: u64) -> BTreeMap<(String, i32), u64> {
+    // The CommitLog file size of the run (a test may set a smaller one): the first file's length.
+    let cl_file_size = std::fs::read_dir(root.join("commitlog"))
+        .expect("CommitLog directory")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().len() == 20)
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .next()
+        .unwrap_or(CL_FILE_SIZE);
     let files =
-        MappedFileQueue::load(&root.join("commitlog"), CL_FILE_SIZE).expect("load CommitLog");
+        MappedFileQueue::load(&root.join("commitlog"), cl_file_size).expect("load CommitLog");
     let mut log = CommitLog::new(
         CommitLogConfig {
-            file_size: CL_FILE_SIZE,
+            file_size: cl_file_size,
             max_message_size: MAX_MESSAGE_SIZE,
             warm: Warm::No,
         },
@@ -1076,19 +1085,39 @@ fn assert_offline_matches(root: &Path, cq_file_size: u64, wire: &BTreeMap<i32, V
 /// cycle starts from a clean store) or, chosen by the seed, takes the next cycle's load itself,
 /// so crashes also hit a store that has just come out of abnormal recovery.
 fn kill_minus_9_cycles(name: &'static str, flush: &'static str) {
+    kill_minus_9_cycles_with(name, flush, &[], CYCLES);
+}
+
+/// [`kill_minus_9_cycles`] with extra `ACTORMQ_<key>` settings and a number of cycles.
+fn kill_minus_9_cycles_with(
+    name: &'static str,
+    flush: &'static str,
+    extra: &'static [(&'static str, &'static str)],
+    cycles: usize,
+) {
     bounded(name, Duration::from_secs(170), move |cleanup| {
         let seed = seed_for(name);
         let mut rng = Rng::new(seed);
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().join("store");
-        let env = BrokerEnv::new(&root).set("FLUSHDISKTYPE", flush);
+        let mut env = BrokerEnv::new(&root).set("FLUSHDISKTYPE", flush);
+        for (k, v) in extra {
+            env = env.set(k, v);
+        }
         let rt = runtime();
         let mut ledger = Ledger::default();
         let mut broker = Broker::start(&cleanup, &env);
+        if extra.contains(&("TRANSIENTSTOREPOOLENABLE", "true")) {
+            assert!(
+                broker.output().contains("write buffers on"),
+                "the broker uses its write buffers:\n{}",
+                broker.tail(20)
+            );
+        }
         let mut per_cycle = Vec::new();
         let mut clean_stops = 0;
         let mut last = BTreeMap::new();
-        for cycle in 0..CYCLES {
+        for cycle in 0..cycles {
             let delay = Duration::from_millis(rng.range(100, 400));
             let pid = broker.pid;
             let results = rt.block_on(load(
@@ -1119,17 +1148,17 @@ fn kill_minus_9_cycles(name: &'static str, flush: &'static str) {
                 &ledger,
                 &format!("{name} cycle {cycle} after kill -9"),
             ));
-            if cycle + 1 == CYCLES || rng.below(2) == 0 {
+            if cycle + 1 == cycles || rng.below(2) == 0 {
                 broker.stop_cleanly();
                 clean_stops += 1;
-                if cycle + 1 < CYCLES {
+                if cycle + 1 < cycles {
                     broker = Broker::start(&cleanup, &env);
                     assert_normal_start(&broker);
                 }
             }
         }
         eprintln!(
-            "{name}: {CYCLES} kill -9 cycles ({clean_stops} followed by a clean stop), {} acked, \
+            "{name}: {cycles} kill -9 cycles ({clean_stops} followed by a clean stop), {} acked, \
              {} without reply, error codes {:?} (e.g. {:?}); (delay ms, acked) per cycle: \
              {per_cycle:?}",
             ledger.acked.len(),
@@ -1146,6 +1175,24 @@ fn kill_minus_9_under_sync_flush_loses_no_acknowledged_message() {
     kill_minus_9_cycles(
         "kill_minus_9_under_sync_flush_loses_no_acknowledged_message",
         "SYNC_FLUSH",
+    );
+}
+
+/// SYNC_FLUSH with write buffers (`transientStorePoolEnable`; two buffers and 512 KiB CommitLog
+/// files, so the load rolls files and buffers are recycled):
+/// a message is acknowledged only after the group committer has committed it from its buffer
+/// (`pwrite`) and fdatasynced the file, so kill -9 loses nothing acknowledged either.
+#[test]
+fn kill_minus_9_under_sync_flush_with_write_buffers_loses_no_acknowledged_message() {
+    kill_minus_9_cycles_with(
+        "kill_minus_9_under_sync_flush_with_write_buffers_loses_no_acknowledged_message",
+        "SYNC_FLUSH",
+        &[
+            ("TRANSIENTSTOREPOOLENABLE", "true"),
+            ("TRANSIENTSTOREPOOLSIZE", "2"),
+            ("MAPPEDFILESIZECOMMITLOG", "524288"),
+        ],
+        8,
     );
 }
 

@@ -57,6 +57,13 @@ pub struct StoreBenchArgs {
     /// SYNC_FLUSH runs: seconds per run.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// Write buffers (`transientStorePoolEnable=true`): appends go to pool buffers and reach the
+    /// files by `pwrite` (committer in async, group committer in sync); flushes use fdatasync.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub transient_store_pool: bool,
+    /// Buffers in the pool (`transientStorePoolSize`).
+    #[arg(long, default_value_t = 5)]
+    pub transient_store_pool_size: usize,
     /// After the async run: stop, drop the checkpoint (as if the crash came before the first one)
     /// and time abnormal recovery of everything written.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -161,6 +168,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     params.flush_least_pages = 4;
     params.max_hash_slot_num = 5_000_000;
     params.max_index_num = 20_000_000;
+    params.transient_store_pool_size = pool_size(args);
     let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
 
     let body = Bytes::from(vec![0x42u8; args.size]);
@@ -215,6 +223,8 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     anyhow::ensure!(errors == 0, "{errors} appends failed");
 
     // Read everything back through the ConsumeQueues.
+    // With write buffers, what was appended is readable once committed: commit it all first.
+    store.commit_now().await?;
     let end = store.max_offset();
     anyhow::ensure!(
         store.wait_dispatched(end, Duration::from_secs(600)).await,
@@ -289,6 +299,14 @@ async fn time_abnormal_recovery(params: StoreParams) -> anyhow::Result<(u64, u64
     Ok(r)
 }
 
+fn pool_size(args: &StoreBenchArgs) -> usize {
+    if args.transient_store_pool {
+        args.transient_store_pool_size.max(1)
+    } else {
+        0
+    }
+}
+
 /// p50/p99 (µs) of `n` appends of `size` bytes, each followed by fdatasync, in `dir`.
 fn bare_fdatasync(dir: &std::path::Path, size: usize, n: usize) -> anyhow::Result<(f64, f64)> {
     use std::io::Write;
@@ -341,6 +359,7 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
         params.max_message_size = 4 << 20;
         params.sync_flush = true;
         params.warm_mapped_files = args.warm;
+        params.transient_store_pool_size = pool_size(args);
         let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
         let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
         let f0 = store
@@ -441,15 +460,15 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
 pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
     if let Some(t) = &r.sync_table {
         println!(
-            "bench store --flush sync: size={} queues={} seconds per run={}",
-            args.size, args.queues, args.seconds
+            "bench store --flush sync: size={} queues={} seconds per run={} transientStorePoolEnable={}",
+            args.size, args.queues, args.seconds, args.transient_store_pool
         );
         print!("{t}");
         return;
     }
     println!(
-        "bench store: size={} messages={} producers={} batch={} queues={}",
-        args.size, r.read_back, args.producers, args.batch, args.queues
+        "bench store: size={} messages={} producers={} batch={} queues={} transientStorePoolEnable={}",
+        args.size, r.read_back, args.producers, args.batch, args.queues, args.transient_store_pool
     );
     println!(
         "append : {:>12.0} msgs/s {:>9.1} MB/s   latency per append p50 {:.0} us  p99 {:.0} us  p999 {:.0} us",

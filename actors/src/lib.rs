@@ -3,8 +3,8 @@
 //!
 //! * [`metered`] — the mechanism that gives every actor mailbox metrics.
 //! * [`metrics`] — the broker's Prometheus `/metrics` endpoint (RocketMQ 5 names and labels).
-//! * [`store`] — the store actors (writer, allocator, flusher, reput, ConsumeQueue and index
-//!   builders, schedule delivery) and the [`store::Store`] handle.
+//! * [`store`] — the store actors (writer, allocator, flusher, committer for write buffers,
+//!   reput, ConsumeQueue and index builders, schedule delivery) and the [`store::Store`] handle.
 //! * [`remoting`] — the transport: one `Connection` actor per socket, the `Processor` trait, a
 //!   small async client.
 //! * [`broker`] — broker start/stop, request processing, metadata, client registry, long polling,

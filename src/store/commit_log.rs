@@ -14,14 +14,23 @@
 //!   success (N for a batch), and not consumed by PREPARED/ROLLBACK transaction records;
 //! * bytes are published to readers (file write position, `Release`) only after they are fully
 //!   encoded.
+//!
+//! Write buffers ([`WriteBuffers`], `transientStorePoolEnable`): each new file borrows a pool
+//! buffer when the writer starts on it and the records are encoded into the buffer; a committer
+//! copies them into the file. Without a free buffer the writer either refuses
+//! (`fastFailIfNoBufferInStorePool`: CREATE_MAPEDFILE_FAILED, as RocketMQ's allocation returning
+//! null) or waits a bounded time and then writes that one file through its mapping, as RocketMQ
+//! does when `borrowBuffer` finds the pool empty.
 
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::mapped_file::{MappedFile, Warm};
 use super::mapped_file_queue::{FileQueueView, MappedFileQueue};
 use super::status::{PutError, PutStatus};
+use super::transient_pool::{BufferLease, TransientStorePool};
 use crate::format::record::{self, sys_flag, Check, NewMessage, RecordView};
 use crate::offset::{PhyOffset, QueueOffset};
 
@@ -40,6 +49,17 @@ pub struct CommitLogConfig {
     pub max_message_size: usize,
     /// Pre-fault files the writer has to create itself (the allocator warms its own).
     pub warm: Warm,
+}
+
+/// How the writer uses the TransientStorePool.
+pub struct WriteBuffers {
+    pub pool: Arc<TransientStorePool>,
+    /// `fastFailIfNoBufferInStorePool`: refuse instead of waiting when no buffer is free.
+    pub fast_fail: bool,
+    /// Longest wait for a buffer to come back before writing one file unbuffered.
+    pub wait: Duration,
+    /// Called while waiting: the runtime wakes the committer, which gives buffers back.
+    pub on_wait: Option<Box<dyn Fn() + Send>>,
 }
 
 /// Where an append landed.
@@ -77,6 +97,7 @@ pub struct CommitLog {
     queue_offsets: HashMap<Box<str>, Vec<u64>>,
     cur: Option<Arc<MappedFile>>,
     cur_pos: u64,
+    buffers: Option<WriteBuffers>,
 }
 
 impl CommitLog {
@@ -88,9 +109,20 @@ impl CommitLog {
             queue_offsets: HashMap::new(),
             cur: None,
             cur_pos: 0,
+            buffers: None,
         };
         log.sync_cursor();
         log
+    }
+
+    /// Appends go to write buffers from the next new file on.
+    pub fn with_write_buffers(mut self, buffers: WriteBuffers) -> CommitLog {
+        self.buffers = Some(buffers);
+        self
+    }
+
+    pub fn write_buffers(&self) -> Option<&WriteBuffers> {
+        self.buffers.as_ref()
     }
 
     pub fn config(&self) -> &CommitLogConfig {
@@ -235,6 +267,13 @@ impl CommitLog {
             Some(f) => {
                 let remaining = size - self.cur_pos;
                 if self.cur_pos < size {
+                    if f.is_buffered() {
+                        // A recycled buffer holds an older file's bytes beyond the blank; the
+                        // committer copies the whole tail, which must be zero as in a file
+                        // written through its mapping (less than one record: no real cost).
+                        // SAFETY: single owner, at the unpublished write position.
+                        unsafe { f.write_slice(self.cur_pos, remaining as usize).fill(0) };
+                    }
                     // SAFETY: single owner; cur_pos is the unpublished write position and the
                     // invariant keeps remaining >= 8.
                     unsafe {
@@ -259,7 +298,50 @@ impl CommitLog {
         Ok((next, self.cur_pos, rolled))
     }
 
+    /// With write buffers: a buffer for the file at `from` (see the module docs), `None` when the
+    /// pool is off or stayed empty through the bounded wait.
+    fn borrow_buffer(&self, from: u64) -> Result<Option<BufferLease>, PutError> {
+        let Some(wb) = &self.buffers else {
+            return Ok(None);
+        };
+        if let Some(l) = wb.pool.borrow() {
+            return Ok(Some(l));
+        }
+        if wb.fast_fail {
+            return Err(PutError::new(
+                PutStatus::CreateMappedFileFailed,
+                format!(
+                    "no free write buffer for the CommitLog file at offset {from}: all {} buffers of the \
+                     TransientStorePool (transientStorePoolSize) await commit, and \
+                     fastFailIfNoBufferInStorePool is on",
+                    wb.pool.capacity()
+                ),
+            ));
+        }
+        // The committer returns a buffer as soon as the file holding it is fully committed; it is
+        // normally one commit away. Waiting blocks only this (the writer's own) thread.
+        let deadline = Instant::now() + wb.wait;
+        while Instant::now() < deadline {
+            if let Some(cb) = &wb.on_wait {
+                cb();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            if let Some(l) = wb.pool.borrow() {
+                return Ok(Some(l));
+            }
+        }
+        tracing::warn!(
+            from,
+            waited_ms = wb.wait.as_millis() as u64,
+            "no write buffer came back to the TransientStorePool; this CommitLog file is written \
+             through its mapping"
+        );
+        Ok(None)
+    }
+
     fn take_or_create(&mut self, from: u64) -> Result<Arc<MappedFile>, PutError> {
+        // Borrowed first: a refusal must leave the prepared file where it is.
+        let lease = self.borrow_buffer(from)?;
         self.prepared.retain(|f| f.file_from_offset() >= from);
         let file = if self
             .prepared
@@ -289,6 +371,10 @@ impl CommitLog {
                     })?,
             )
         };
+        if let Some(lease) = lease {
+            // Refused (the lease goes back) only for a file that already holds data.
+            let _ = file.attach_write_buffer(lease);
+        }
         self.files.push(file.clone()).map_err(|e| {
             PutError::new(
                 PutStatus::CreateMappedFileFailed,
@@ -590,7 +676,7 @@ mod tests {
     use crate::format::record::body_crc;
     use bytes::Bytes;
 
-    fn msg(topic: &str, qid: i32, body_len: usize) -> NewMessage {
+    pub(super) fn msg(topic: &str, qid: i32, body_len: usize) -> NewMessage {
         let body = Bytes::from(vec![7u8; body_len]);
         NewMessage {
             topic: topic.into(),
@@ -608,7 +694,7 @@ mod tests {
         }
     }
 
-    fn log(dir: &std::path::Path, file_size: u64) -> CommitLog {
+    pub(super) fn log(dir: &std::path::Path, file_size: u64) -> CommitLog {
         let files = MappedFileQueue::load(dir, file_size).unwrap();
         CommitLog::new(
             CommitLogConfig {
@@ -877,6 +963,133 @@ mod roll_failure_tests {
             ok.queue_offset,
             QueueOffset(1),
             "failed appends took no queue offset"
+        );
+    }
+}
+
+#[cfg(test)]
+mod write_buffer_tests {
+    use super::tests::{log, msg};
+    use super::*;
+
+    fn buffered_log(
+        dir: &std::path::Path,
+        file_size: u64,
+        buffers: usize,
+        fast_fail: bool,
+    ) -> (
+        CommitLog,
+        Arc<TransientStorePool>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let pool = TransientStorePool::new(buffers, file_size as usize).unwrap();
+        let cl = log(dir, file_size);
+        // While the writer waits for a buffer, commit everything (what the Committer does when
+        // the writer wakes it).
+        let view = cl.view();
+        let waits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let w = waits.clone();
+        let cl = cl.with_write_buffers(WriteBuffers {
+            pool: pool.clone(),
+            fast_fail,
+            wait: std::time::Duration::from_secs(10),
+            on_wait: Some(Box::new(move || {
+                w.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                view.commit(0, 0).unwrap();
+            })),
+        });
+        (cl, pool, waits)
+    }
+
+    fn count_records(view: &FileQueueView, to: u64) -> usize {
+        let mut n = 0;
+        walk(view, PhyOffset(0), PhyOffset(to), |_, _| {
+            n += 1;
+            true
+        })
+        .unwrap();
+        n
+    }
+
+    #[test]
+    fn write_buffers_hide_uncommitted_records_and_store_identical_bytes() {
+        let plain_dir = tempfile::tempdir().unwrap();
+        let buf_dir = tempfile::tempdir().unwrap();
+        let mut plain = log(plain_dir.path(), 4096);
+        // Two buffers for four files: the writer has to wait for the committer to give one back.
+        let (mut buffered, pool, waits) = buffered_log(buf_dir.path(), 4096, 2, false);
+        let view = buffered.view();
+        for i in 0..14 {
+            let m = msg("T", (i % 3) as i32, 700 + 37 * i);
+            let a = plain.append(&m, 10 + i as i64).unwrap();
+            let b = buffered.append(&m, 10 + i as i64).unwrap();
+            assert_eq!(a, b, "offsets identical to the unbuffered store");
+            let end = buffered.max_offset().0;
+            assert_eq!(view.max_wrote_offset(), end);
+            let committed_before = view.max_offset();
+            assert!(
+                committed_before < end,
+                "append {i}: not readable before its commit"
+            );
+            let seen = count_records(&view, end);
+            assert!(seen <= i, "append {i}: a reader saw an uncommitted record");
+            // Commit only now and then, so rolls find the pool empty and wait for a buffer.
+            if i == 10 || i == 13 {
+                assert_eq!(view.commit(committed_before, 0).unwrap(), end);
+                assert_eq!(view.max_offset(), end);
+                assert_eq!(count_records(&view, end), i + 1, "committed: readable");
+            }
+        }
+        assert!(
+            waits.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "a roll waited for a buffer"
+        );
+        let files = buffered.files().files();
+        assert_eq!(
+            files.len(),
+            4,
+            "rolled across more files than the pool has buffers"
+        );
+        assert!(files.iter().all(|f| f.is_buffered()));
+        assert_eq!(
+            pool.available(),
+            1,
+            "only the current file still holds a buffer"
+        );
+        let plain_files = plain.files().files();
+        for (a, b) in plain_files.iter().zip(files.iter()) {
+            assert_eq!(
+                std::fs::read(a.path()).unwrap(),
+                std::fs::read(b.path()).unwrap(),
+                "{}: bytes identical to the unbuffered store",
+                b.path().display()
+            );
+        }
+    }
+
+    #[test]
+    fn fast_fail_refuses_a_roll_without_a_free_buffer_until_one_comes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cl, pool, _) = buffered_log(dir.path(), 4096, 1, true);
+        cl.append(&msg("T", 0, 2000), 1).unwrap();
+        assert_eq!(pool.available(), 0);
+        let e = cl.append(&msg("T", 0, 2000), 1).unwrap_err();
+        assert_eq!(e.status, PutStatus::CreateMappedFileFailed);
+        assert!(
+            e.remark.contains("fastFailIfNoBufferInStorePool"),
+            "{}",
+            e.remark
+        );
+        assert!(e.remark.contains("transientStorePoolSize"), "{}", e.remark);
+        // The committer finishes the full file: its buffer returns and the retry rolls.
+        assert_eq!(cl.view().commit(0, 4).unwrap(), 4096);
+        assert_eq!(pool.available(), 1);
+        let ok = cl.append(&msg("T", 0, 2000), 1).unwrap();
+        assert_eq!(ok.phy_offset, PhyOffset(4096));
+        assert_eq!(
+            ok.queue_offset,
+            QueueOffset(1),
+            "the refusal took no queue offset"
         );
     }
 }

@@ -8,6 +8,20 @@
 //! change again (except by recovery truncation, which happens before any reader exists). That
 //! single rule is what replaces RocketMQ's put lock for readers.
 //!
+//! Three positions (spec §7.1), `wrote ≥ committed ≥ flushed`:
+//! * **wrote** — bytes the owner has appended;
+//! * **committed** — bytes in the file's page cache. Without a write buffer that is `wrote`
+//!   itself (the owner writes through the mapping). With a buffer from the
+//!   [`TransientStorePool`](super::transient_pool::TransientStorePool) the owner appends into the
+//!   buffer and the committer copies `buffer[committed..wrote]` into the file with `pwrite`
+//!   ([`MappedFile::commit`]);
+//! * **flushed** — bytes on disk (`msync` of the mapping, or `fdatasync` of the fd for a buffered
+//!   file, which is the point of the buffer: a `pwrite` + `fdatasync` does not pay the
+//!   write-protect fault and journal commit that `msync` of a dirtied mapping does).
+//!
+//! Readers see the **readable** limit: `committed` for a buffered file, `wrote` otherwise — a
+//! reader must never see bytes that are only in the buffer, because it reads the mapping.
+//!
 //! Files are created under a temporary name, fully allocated with `posix_fallocate` (a write into a
 //! sparse mapping on a full disk is a SIGBUS, not an error), optionally pre-faulted, and only then
 //! linked under their real name — so a file with a real name is always complete, and two creators
@@ -15,11 +29,14 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::transient_pool::BufferLease;
 use crate::offset::file_name_of;
 
 /// OS page size assumed by RocketMQ's flush/commit page arithmetic.
@@ -31,10 +48,17 @@ pub struct MappedFile {
     file_size: u64,
     map: MmapRaw,
     _file: File,
-    /// Bytes written by the owner and visible to readers (position within the file).
+    /// Bytes written by the owner (position within the file); visible to readers unless the file
+    /// has a write buffer.
     wrote: AtomicU64,
+    /// Buffered files: bytes copied from the buffer into the file (the readable limit). Moved
+    /// only by the committer.
+    committed: AtomicU64,
     /// Bytes known to be on disk (position within the file).
     flushed: AtomicU64,
+    /// The write buffer lent by the pool, set once by the owner before its first append; given
+    /// back (`release`) once the file is full and fully committed.
+    write_buffer: OnceLock<BufferLease>,
     /// Set when the file is being retired; readers stop handing out new views of it.
     unavailable: AtomicBool,
 }
@@ -45,6 +69,7 @@ impl std::fmt::Debug for MappedFile {
             .field("path", &self.path)
             .field("from", &self.file_from_offset)
             .field("wrote", &self.wrote_position())
+            .field("buffered", &self.is_buffered())
             .finish()
     }
 }
@@ -168,7 +193,9 @@ impl MappedFile {
             map,
             _file: file,
             wrote: AtomicU64::new(0),
+            committed: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
+            write_buffer: OnceLock::new(),
             unavailable: AtomicBool::new(false),
         }
     }
@@ -190,6 +217,75 @@ impl MappedFile {
     pub fn flushed_position(&self) -> u64 {
         self.flushed.load(Ordering::Acquire)
     }
+    /// Bytes in the file's page cache: the committed position of a buffered file, the write
+    /// position otherwise.
+    #[inline]
+    pub fn committed_position(&self) -> u64 {
+        if self.is_buffered() {
+            self.committed.load(Ordering::Acquire)
+        } else {
+            self.wrote_position()
+        }
+    }
+    /// What readers may look at (RocketMQ's `getReadPosition`): see the module docs.
+    #[inline]
+    pub fn readable_position(&self) -> u64 {
+        self.committed_position()
+    }
+    /// Whether appends go to a write buffer (and reach the file only by [`MappedFile::commit`]).
+    #[inline]
+    pub fn is_buffered(&self) -> bool {
+        self.write_buffer.get().is_some()
+    }
+
+    /// Owner only, before the first append: appends go to `buffer` from now on. Refused (the
+    /// lease is handed back) when the file already holds data or a buffer — a file half written
+    /// through the mapping stays unbuffered, as RocketMQ leaves files loaded at start.
+    pub fn attach_write_buffer(&self, buffer: BufferLease) -> Result<(), BufferLease> {
+        if buffer.len() as u64 != self.file_size || self.wrote_position() != 0 {
+            return Err(buffer);
+        }
+        self.write_buffer.set(buffer)
+    }
+
+    /// Committer only: copies `buffer[committed..wrote]` into the file with positional writes
+    /// when at least `least_pages` pages are pending (or the file is full, or `least_pages == 0`
+    /// and anything is pending), then publishes the committed position. When the file is full and
+    /// fully committed its buffer goes back to the pool. Returns the committed position; an error
+    /// leaves it where it was (the bytes stay in the buffer for a retry). Unbuffered files have
+    /// nothing to commit: the write position is returned.
+    pub fn commit(&self, least_pages: u64) -> io::Result<u64> {
+        let Some(buf) = self.write_buffer.get() else {
+            return Ok(self.wrote_position());
+        };
+        let committed = self.committed.load(Ordering::Acquire);
+        if buf.is_released() {
+            return Ok(committed);
+        }
+        let wrote = self.wrote_position();
+        if wrote > committed {
+            if !able(wrote, committed, least_pages, self.file_size) {
+                return Ok(committed);
+            }
+            // SAFETY: [committed, wrote) lies below the published write position, so the owner no
+            // longer writes it (module invariant), and inside the buffer (wrote <= file_size ==
+            // buffer length, checked at attach); the lease is not released (checked above) and
+            // only the committer releases it.
+            let src = unsafe {
+                std::slice::from_raw_parts(
+                    buf.as_mut_ptr().add(committed as usize),
+                    (wrote - committed) as usize,
+                )
+            };
+            self._file.write_all_at(src, committed)?;
+            self.committed.store(wrote, Ordering::Release);
+        }
+        let committed = committed.max(wrote);
+        if committed >= self.file_size {
+            buf.release();
+        }
+        Ok(committed)
+    }
     pub fn is_full(&self) -> bool {
         self.wrote_position() >= self.file_size
     }
@@ -200,22 +296,23 @@ impl MappedFile {
         self.unavailable.store(true, Ordering::Release);
     }
 
-    /// Readers: `len` bytes at `pos` if they lie wholly below the published write position.
+    /// Readers: `len` bytes at `pos` if they lie wholly below the readable limit.
     #[inline]
     pub fn read(&self, pos: u64, len: usize) -> Option<&[u8]> {
         let end = pos.checked_add(len as u64)?;
-        if end > self.wrote_position() {
+        if end > self.readable_position() {
             return None;
         }
-        // SAFETY: [pos, end) is inside the mapping (wrote <= file_size) and below the published
-        // write position, so no one writes these bytes while the returned borrow lives (module
-        // invariant); the mapping lives as long as `self`.
+        // SAFETY: [pos, end) is inside the mapping (wrote <= file_size) and below the readable
+        // limit, so no one writes these bytes of the mapping while the returned borrow lives
+        // (module invariant: the owner, or the committer for a buffered file, writes only at or
+        // beyond it); the mapping lives as long as `self`.
         Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos as usize), len) })
     }
 
-    /// Readers: everything from `pos` up to the published write position.
+    /// Readers: everything from `pos` up to the readable limit.
     pub fn read_from(&self, pos: u64) -> &[u8] {
-        let wrote = self.wrote_position();
+        let wrote = self.readable_position();
         if pos >= wrote {
             return &[];
         }
@@ -233,7 +330,15 @@ impl MappedFile {
     pub unsafe fn write_slice(&self, pos: u64, len: usize) -> &mut [u8] {
         debug_assert!(pos >= self.wrote.load(Ordering::Relaxed));
         debug_assert!(pos + len as u64 <= self.file_size);
-        std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos as usize), len)
+        // Buffered: the bytes go to the write buffer; the committer copies them to the file.
+        let base = match self.write_buffer.get() {
+            Some(b) => {
+                debug_assert!(!b.is_released(), "append into a returned write buffer");
+                b.as_mut_ptr()
+            }
+            None => self.map.as_mut_ptr(),
+        };
+        std::slice::from_raw_parts_mut(base.add(pos as usize), len)
     }
 
     /// Owner only: publishes a new write position (bytes below it are now visible).
@@ -246,6 +351,7 @@ impl MappedFile {
     /// Recovery only (before readers exist): sets every position, e.g. after truncation.
     pub fn set_positions(&self, pos: u64) {
         self.wrote.store(pos, Ordering::Release);
+        self.committed.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
     }
 
@@ -282,29 +388,36 @@ impl MappedFile {
         self._file.sync_data()
     }
 
-    /// Flushes written-but-unflushed pages when at least `least_pages` pages are pending (or the
-    /// file is full, or `least_pages == 0` and anything is pending). Returns the new flushed
-    /// position. An error leaves the flushed position where it was.
+    /// Flushes committed-but-unflushed bytes when at least `least_pages` pages are pending (or
+    /// the file is full, or `least_pages == 0` and anything is pending): `fdatasync` of the fd
+    /// for a buffered file (its bytes arrived by `pwrite`), `msync` of the dirty range otherwise.
+    /// Returns the new flushed position. An error leaves the flushed position where it was.
     pub fn flush(&self, least_pages: u64) -> io::Result<u64> {
-        let wrote = self.wrote_position();
+        // Loaded before the flush starts: everything below it is in the page cache now.
+        let target = self.committed_position();
         let flushed = self.flushed_position();
-        if wrote <= flushed {
+        if target <= flushed {
             return Ok(flushed);
         }
-        let pending_pages = wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE;
-        let able = if least_pages > 0 {
-            pending_pages >= least_pages || wrote >= self.file_size
+        if !able(target, flushed, least_pages, self.file_size) {
+            return Ok(flushed);
+        }
+        if self.is_buffered() {
+            self._file.sync_data()?;
         } else {
-            true
-        };
-        if !able {
-            return Ok(flushed);
+            let start = flushed - flushed % OS_PAGE_SIZE;
+            self.map
+                .flush_range(start as usize, (target - start) as usize)?;
         }
-        let start = flushed - flushed % OS_PAGE_SIZE;
-        self.map
-            .flush_range(start as usize, (wrote - start) as usize)?;
-        self.flushed.store(wrote, Ordering::Release);
-        Ok(wrote)
+        self.flushed.store(target, Ordering::Release);
+        Ok(target)
+    }
+}
+
+impl std::os::fd::AsRawFd for MappedFile {
+    /// The file's descriptor (diagnostics, and tests that inject I/O errors).
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self._file.as_raw_fd()
     }
 }
 
@@ -335,6 +448,16 @@ impl MappedFile {
             }
         }
     }
+}
+
+/// RocketMQ's page rule for flush and commit (spec §7.1): with `least_pages > 0`, act only when
+/// `ahead/4096 − behind/4096 ≥ least_pages` or the file is full; with 0, whenever anything is
+/// pending.
+fn able(ahead: u64, behind: u64, least_pages: u64, file_size: u64) -> bool {
+    if least_pages == 0 {
+        return ahead > behind;
+    }
+    ahead / OS_PAGE_SIZE - behind / OS_PAGE_SIZE >= least_pages || ahead >= file_size
 }
 
 /// Makes directory entries (a created, renamed or removed file) durable.
@@ -375,6 +498,8 @@ fn populate_write(map: &MmapRaw) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::transient_pool::TransientStorePool;
+    use std::sync::Arc;
 
     #[test]
     fn create_is_fully_allocated_and_named_by_offset() {
@@ -404,6 +529,141 @@ mod tests {
         assert_eq!(f.read_from(1), b"bcd");
         assert_eq!(f.flush(0).unwrap(), 4);
         assert_eq!(f.flushed_position(), 4);
+    }
+
+    fn buffered(dir: &Path, size: u64) -> (Arc<TransientStorePool>, MappedFile) {
+        let pool = TransientStorePool::new(1, size as usize).unwrap();
+        let f = MappedFile::create(dir, 0, size, Warm::No).unwrap();
+        f.attach_write_buffer(pool.borrow().unwrap()).unwrap();
+        (pool, f)
+    }
+
+    fn append(f: &MappedFile, bytes: &[u8]) {
+        let at = f.wrote_position();
+        // SAFETY: the test is the file's only writer, appending at its write position.
+        unsafe { f.write_slice(at, bytes.len()).copy_from_slice(bytes) };
+        f.publish_wrote(at + bytes.len() as u64);
+    }
+
+    #[test]
+    fn buffered_appends_are_readable_only_once_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_pool, f) = buffered(dir.path(), 4 * 4096);
+        append(&f, b"abcd");
+        assert_eq!(f.wrote_position(), 4);
+        assert_eq!(f.committed_position(), 0);
+        assert_eq!(f.read(0, 4), None, "only in the buffer: not readable");
+        assert_eq!(f.read_from(0), b"");
+        assert_eq!(
+            std::fs::read(f.path()).unwrap()[..4],
+            [0; 4],
+            "not in the file yet"
+        );
+        assert_eq!(
+            f.flush(0).unwrap(),
+            0,
+            "nothing committed, nothing to flush"
+        );
+
+        assert_eq!(f.commit(0).unwrap(), 4);
+        assert_eq!(f.read(0, 4), Some(&b"abcd"[..]));
+        assert_eq!(
+            &std::fs::read(f.path()).unwrap()[..4],
+            b"abcd",
+            "pwrite reached the file"
+        );
+        append(&f, b"ef");
+        assert_eq!(
+            f.read_from(0),
+            b"abcd",
+            "the readable limit is the committed position"
+        );
+        assert_eq!(
+            f.flush(0).unwrap(),
+            4,
+            "flush reaches the committed position, not wrote"
+        );
+        assert_eq!(f.flushed_position(), 4);
+        assert!(f.wrote_position() >= f.committed_position());
+        assert!(f.committed_position() >= f.flushed_position());
+    }
+
+    #[test]
+    fn commit_waits_for_least_pages_unless_the_file_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pool, f) = buffered(dir.path(), 4 * 4096);
+        append(&f, &[1u8; 4096]);
+        assert_eq!(f.commit(2).unwrap(), 0, "one page pending, two required");
+        append(&f, &[2u8; 4096]);
+        assert_eq!(f.commit(2).unwrap(), 8192, "two pages pending");
+        append(&f, &[3u8; 100]);
+        assert_eq!(f.commit(2).unwrap(), 8192);
+        assert_eq!(
+            f.commit(0).unwrap(),
+            8292,
+            "least pages 0 commits whatever is pending"
+        );
+        // The same rule for flush: 2 pages committed since... none flushed yet.
+        assert_eq!(f.flush(3).unwrap(), 0, "two pages pending, three required");
+        assert_eq!(f.flush(2).unwrap(), 8292);
+
+        assert_eq!(pool.available(), 0);
+        append(&f, &vec![4u8; 4 * 4096 - 8292]);
+        assert_eq!(
+            f.commit(4).unwrap(),
+            4 * 4096,
+            "a full file commits at any page count"
+        );
+        assert_eq!(
+            pool.available(),
+            1,
+            "a full, fully committed file returns its buffer"
+        );
+        assert_eq!(f.commit(0).unwrap(), 4 * 4096, "nothing more to commit");
+        assert_eq!(f.read(4 * 4096 - 1, 1), Some(&[4u8][..]));
+    }
+
+    #[test]
+    fn a_failed_commit_leaves_the_committed_position_and_keeps_the_bytes_for_a_retry() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let (_pool, f) = buffered(dir.path(), 4096);
+        append(&f, b"abcd");
+        // Swap the file's descriptor for a read-only one: pwrite fails with EBADF.
+        let fd = f.as_raw_fd();
+        let saved = unsafe { libc::dup(fd) };
+        let ro = std::fs::File::open(f.path()).unwrap();
+        assert!(unsafe { libc::dup2(ro.as_raw_fd(), fd) } >= 0);
+        assert!(f.commit(0).is_err(), "the write error is returned");
+        assert_eq!(f.committed_position(), 0, "committed did not move");
+        assert_eq!(f.read(0, 4), None);
+        // The descriptor works again: the retry commits the same bytes from the buffer.
+        assert!(unsafe { libc::dup2(saved, fd) } >= 0);
+        unsafe { libc::close(saved) };
+        assert_eq!(f.commit(0).unwrap(), 4);
+        assert_eq!(f.read(0, 4), Some(&b"abcd"[..]));
+    }
+
+    #[test]
+    fn an_unbuffered_file_is_committed_up_to_its_write_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = MappedFile::create(dir.path(), 0, 4096, Warm::No).unwrap();
+        append(&f, b"xy");
+        assert!(!f.is_buffered());
+        assert_eq!(f.commit(4).unwrap(), 2);
+        assert_eq!(f.committed_position(), 2);
+        assert_eq!(f.read_from(0), b"xy");
+    }
+
+    #[test]
+    fn a_file_holding_data_refuses_a_write_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = TransientStorePool::new(1, 4096).unwrap();
+        let f = MappedFile::create(dir.path(), 0, 4096, Warm::No).unwrap();
+        append(&f, b"x");
+        assert!(f.attach_write_buffer(pool.borrow().unwrap()).is_err());
+        assert_eq!(pool.available(), 1, "the refused lease went back");
+        assert!(!f.is_buffered());
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! the current list from an `ArcSwap` — publishing a new list never blocks a reader and a reader
 //! never blocks the owner. A file dropped from the list stays mapped until its last reader drops
 //! its `Arc`.
+//!
+//! Queue-level positions are global offsets: [`FileQueueView::max_offset`] is the *readable* end
+//! (committed bytes when files have write buffers), [`FileQueueView::max_wrote_offset`] the
+//! written end; [`FileQueueView::commit`] moves the committed position file by file, in order.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -229,12 +233,51 @@ impl FileQueueView {
         Some(ReadSlice { file, pos, len })
     }
 
+    /// One past the last readable byte (RocketMQ's `getMaxOffset`, from read positions). With
+    /// write buffers the newest file may have nothing committed while the one before it is still
+    /// being committed: the readable end is then in that earlier file, not at the newest file's
+    /// start.
     pub fn max_offset(&self) -> u64 {
+        let files = self.files.load();
+        for (i, f) in files.iter().enumerate().rev() {
+            let r = f.readable_position();
+            if r > 0 || i == 0 {
+                return f.file_from_offset() + r;
+            }
+        }
+        0
+    }
+
+    /// One past the last written byte (RocketMQ's `getMaxWrotePosition` as an offset): includes
+    /// bytes still only in a write buffer.
+    pub fn max_wrote_offset(&self) -> u64 {
         let files = self.files.load();
         files
             .last()
             .map(|f| f.file_from_offset() + f.wrote_position())
             .unwrap_or(0)
+    }
+
+    /// Committer: commits every file from the one holding global offset `from` (the committed
+    /// position so far) onward, in order, with `least_pages` applied per file (RocketMQ's
+    /// `MappedFileQueue.commit`); stops at the first file not fully committed. Returns the global
+    /// committed offset. Unbuffered files count as committed up to their write position.
+    pub fn commit(&self, from: u64, least_pages: u64) -> io::Result<u64> {
+        let files = self.files.load();
+        let mut upto = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
+        for f in files.iter() {
+            let end = f.file_from_offset() + f.file_size();
+            if end <= from && f.committed_position() >= f.file_size() {
+                upto = end;
+                continue;
+            }
+            let pos = f.commit(least_pages)?;
+            upto = f.file_from_offset() + pos;
+            if pos < f.file_size() {
+                break;
+            }
+        }
+        Ok(upto)
     }
 
     pub fn min_offset(&self) -> u64 {

@@ -11,4 +11,5 @@ pub mod recovery;
 pub mod schedule;
 pub mod status;
 pub mod store_lock;
+pub mod transient_pool;
 pub mod validate;

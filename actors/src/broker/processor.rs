@@ -1211,6 +1211,15 @@ impl BrokerCore {
                 .to_string(),
         );
         t.insert("pageCacheLockTimeMills".to_string(), "0".to_string());
+        // RocketMQ reports Integer.MAX_VALUE when the pool is off.
+        let remain = self
+            .store
+            .write_buffer_pool()
+            .map_or(i32::MAX as usize, |p| p.available());
+        t.insert(
+            "remainTransientStoreBufferNumbs".to_string(),
+            remain.to_string(),
+        );
         t.insert("putTps".to_string(), self.all_rates.java_tps_string(false));
         self.all_rates.fill_put_latency(&mut t);
         let gets = self.all_rates.java_tps_string(true);

@@ -8,6 +8,10 @@
 //! first it faults in itself. `MADV_POPULATE_WRITE` never changes content, so warming may overlap
 //! the writer's appends on the same file.
 //!
+//! With write buffers (`transientStorePoolEnable`) the writer never touches a file's mapping, so
+//! warming pre-faults the pool's buffers instead, once, in the same steps (see
+//! `TransientStorePool::prefault`): after that no buffer page faults on the writer's thread.
+//!
 //! The writer asks for file `N+1` as soon as it starts writing file `N`, so one file is always
 //! ready ahead. Creation goes through a temporary name and a `link`, so the writer's own fallback
 //! creation can race it safely.
@@ -19,6 +23,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use actormq_core::store::mapped_file::{MappedFile, Warm};
+use actormq_core::store::transient_pool::TransientStorePool;
 
 use crate::metered::{Metered, Reply, Serve, Service};
 
@@ -39,6 +44,8 @@ pub struct MappedFileAllocator {
     ready: Vec<Arc<MappedFile>>,
     /// Files still being warmed, with the next position to warm.
     warming: VecDeque<(Arc<MappedFile>, u64)>,
+    /// Write buffers still to pre-fault: the pool, the buffer and the next position.
+    pool_warming: Option<(Arc<TransientStorePool>, usize, usize)>,
     warm_scheduled: bool,
 }
 
@@ -50,12 +57,20 @@ impl MappedFileAllocator {
             warm,
             ready: Vec::new(),
             warming: VecDeque::new(),
+            pool_warming: None,
             warm_scheduled: false,
         }
     }
 
+    /// Pre-faults every buffer of `pool` in steps once started (`warmMapedFileEnable` with write
+    /// buffers; the files' mappings are then not warmed: pass `Warm::No`).
+    pub fn warming_pool(mut self, pool: Arc<TransientStorePool>) -> Self {
+        self.pool_warming = Some((pool, 0, 0));
+        self
+    }
+
     fn schedule_warm(&mut self, ctx: &mut Context<Metered<Self>>) {
-        if self.warm_scheduled || self.warming.is_empty() {
+        if self.warm_scheduled || (self.warming.is_empty() && self.pool_warming.is_none()) {
             return;
         }
         self.warm_scheduled = true;
@@ -70,6 +85,21 @@ impl MappedFileAllocator {
                 if *pos >= file.file_size() {
                     me.warming.pop_front();
                 }
+            } else if let Some((pool, idx, pos)) = &mut me.pool_warming {
+                let step = WARM_STEP as usize;
+                if !pool.prefault(*idx, *pos, step) {
+                    tracing::info!("the kernel cannot pre-fault write buffers (MADV_POPULATE_WRITE); the writer faults them in on first use");
+                    me.pool_warming = None;
+                } else {
+                    *pos += step;
+                    if *pos >= pool.buffer_size() {
+                        *idx += 1;
+                        *pos = 0;
+                    }
+                    if *idx >= pool.capacity() {
+                        me.pool_warming = None;
+                    }
+                }
             }
             me.schedule_warm(ctx);
         });
@@ -78,6 +108,10 @@ impl MappedFileAllocator {
 
 impl Service for MappedFileAllocator {
     const NAME: &'static str = "mapped_file_allocator";
+
+    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        self.schedule_warm(ctx);
+    }
 }
 
 impl Serve<AllocateNext> for MappedFileAllocator {

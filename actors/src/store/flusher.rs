@@ -3,16 +3,26 @@
 //!
 //! * `Flusher` — every `flushIntervalCommitLog` it flushes when at least
 //!   `flushCommitLogLeastPages` pages are dirty, and everything every
-//!   `flushCommitLogThoroughInterval`.
+//!   `flushCommitLogThoroughInterval`. With `flushCommitLogTimed=false` a [`FlushWake`]
+//!   (coalesced; from the writer after appends, or from the `Committer` after a commit when write
+//!   buffers are on) runs the same step at once; with `true` (the default) wakes are ignored, as
+//!   RocketMQ's timed flusher sleeps through them.
 //! * `GroupCommitter` — in: [`FlushUpTo`] `{end}` from the writer for each append that waits
 //!   (`WAIT` absent or true). One flush covers every request pending when it starts; requests that
-//!   arrive during a flush are covered by the next. Out: the replies, and a `Wake` to the reput
-//!   dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes).
+//!   arrive during a flush are covered by the next: the flush runs on a [`RunGroupCommit`] the
+//!   group committer sends itself, queued behind the requests already in its mailbox (a 0 ms
+//!   timer would wait for tokio's next 1 ms tick). Out: the replies, and a `Wake` to the reput
+//!   dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes). With write buffers it first
+//!   commits everything written (`pwrite`), then fdatasyncs — it is the committer in SYNC_FLUSH.
+//!
+//! Only committed bytes are flushed: with write buffers a file is flushed with `fdatasync` up to
+//! its committed position (see `MappedFile::flush`).
 //!
 //! Both are the only movers of the flushed position. A failed flush never moves it: waiters get
 //! the error and the store turns read-only with the reason (apache/rocketmq#3129). The checkpoint's
 //! physic timestamp is the store time captured *before* a flush that reached the whole log.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +31,7 @@ use actormq_core::store::checkpoint::Checkpoint;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 use tokio::sync::oneshot;
 
+use super::committer::commit_all;
 use super::reput::{ReputDispatcher, Wake};
 use super::state::StoreState;
 use crate::metered::{ActorRef, Metered, Serve, Service};
@@ -31,6 +42,23 @@ impl Message for FlushNow {
     type Result = std::io::Result<u64>;
 }
 
+/// Run the async flusher's step now (`flushCommitLogTimed=false`; coalesced, see `Waker`).
+pub struct FlushWake;
+impl Message for FlushWake {
+    type Result = ();
+}
+
+/// Who commits write-buffer bytes relative to a flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitMode {
+    /// No write buffers: written bytes are in the page cache already.
+    Unbuffered,
+    /// SYNC_FLUSH with write buffers: every flush commits everything written first.
+    CommitFirst,
+    /// ASYNC_FLUSH with write buffers: the `Committer` commits; a flush covers what it committed.
+    ByCommitter,
+}
+
 /// What both flushing actors share: the files, the positions, the checkpoint.
 pub struct FlushCore {
     view: FileQueueView,
@@ -38,6 +66,7 @@ pub struct FlushCore {
     checkpoint: Checkpoint,
     last_checkpoint: Instant,
     disk: DiskWatch,
+    commit: CommitMode,
 }
 
 /// Disk-space guard (RocketMQ's `diskSpaceWarningLevelRatio`): over `warning_pct` used, the store
@@ -126,7 +155,13 @@ impl FlushCore {
             checkpoint,
             last_checkpoint: Instant::now(),
             disk,
+            commit: CommitMode::Unbuffered,
         }
+    }
+
+    pub fn with_commit_mode(mut self, commit: CommitMode) -> Self {
+        self.commit = commit;
+        self
     }
 
     /// Periodic housekeeping of both flushing actors.
@@ -136,10 +171,15 @@ impl FlushCore {
 
     /// Flushes the files holding unflushed bytes; returns the new flushed offset.
     fn flush(&mut self, least_pages: u64) -> std::io::Result<u64> {
-        let ts = self
-            .state
-            .last_store_ts
-            .load(std::sync::atomic::Ordering::Acquire);
+        // The store time of a record known to be below what this flush covers, captured first.
+        let ts = match self.commit {
+            CommitMode::ByCommitter => self.state.committed_ts.load(Ordering::Acquire),
+            _ => self.state.last_store_ts.load(Ordering::Acquire),
+        };
+        if self.commit == CommitMode::CommitFirst {
+            // A failed commit has turned the store read-only (as a failed flush does).
+            commit_all(&self.view, &self.state, 0)?;
+        }
         let target = self.view.max_offset();
         let mut upto = self.view.min_offset();
         let from = self.state.flushed();
@@ -203,6 +243,10 @@ pub struct Flusher {
     least_pages: u64,
     thorough: Duration,
     last_thorough: Instant,
+    /// `flushCommitLogTimed`: true ⇒ only the interval runs a flush; wakes are ignored.
+    timed: bool,
+    /// Cleared when a `FlushWake` is handled (the sender's side of the coalescing).
+    woken: Arc<AtomicBool>,
 }
 
 impl Flusher {
@@ -213,6 +257,31 @@ impl Flusher {
             least_pages,
             thorough,
             last_thorough: Instant::now(),
+            timed: true,
+            woken: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// `flushCommitLogTimed=false`: wakes (sharing `woken` with the sender) flush at once.
+    pub fn woken_by_appends(mut self, woken: Arc<AtomicBool>) -> Self {
+        self.timed = false;
+        self.woken = woken;
+        self
+    }
+
+    /// RocketMQ's FlushRealTimeService loop body.
+    fn step(&mut self) {
+        let least = if self.last_thorough.elapsed() >= self.thorough {
+            self.last_thorough = Instant::now();
+            0
+        } else {
+            self.least_pages
+        };
+        if self.core.state.read_only.load().is_some() {
+            return;
+        }
+        if self.core.flush(least).is_ok() {
+            self.core.maybe_checkpoint(false);
         }
     }
 }
@@ -222,21 +291,19 @@ impl Service for Flusher {
 
     fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
         ctx.run_interval(self.interval, |act, _| {
-            let me = &mut act.inner;
-            me.core.tick();
-            let least = if me.last_thorough.elapsed() >= me.thorough {
-                me.last_thorough = Instant::now();
-                0
-            } else {
-                me.least_pages
-            };
-            if me.core.state.read_only.load().is_some() {
-                return;
-            }
-            if me.core.flush(least).is_ok() {
-                me.core.maybe_checkpoint(false);
-            }
+            act.inner.core.tick();
+            act.inner.step();
         });
+    }
+}
+
+impl Serve<FlushWake> for Flusher {
+    type Reply = ();
+    fn serve(&mut self, _: FlushWake, _: &mut Context<Metered<Self>>) {
+        self.woken.store(false, Ordering::Release);
+        if !self.timed {
+            self.step();
+        }
     }
 }
 
@@ -258,6 +325,14 @@ pub struct GroupCommitter {
     waiters: Vec<(u64, oneshot::Sender<Result<(), String>>)>,
     scheduled: bool,
     reput: Option<ActorRef<ReputDispatcher>>,
+    /// Our own address, for [`RunGroupCommit`].
+    me: Option<ActorRef<GroupCommitter>>,
+}
+
+/// Runs the pending group commit; the group committer sends it to itself.
+pub struct RunGroupCommit;
+impl Message for RunGroupCommit {
+    type Result = ();
 }
 
 impl GroupCommitter {
@@ -267,6 +342,7 @@ impl GroupCommitter {
             waiters: Vec::new(),
             scheduled: false,
             reput,
+            me: None,
         }
     }
 
@@ -275,8 +351,17 @@ impl GroupCommitter {
             return;
         }
         self.scheduled = true;
-        // Runs after the mailbox is drained: every request queued by then joins this flush.
-        ctx.run_later(Duration::ZERO, |act, ctx| act.inner.commit(ctx));
+        // Queued behind every request already in the mailbox, so they all join this flush. Not
+        // `run_later(0)`: a tokio timer fires on its next 1 ms tick, which added about a
+        // millisecond to every SYNC_FLUSH reply (~10 times a write+fdatasync on an idle disk).
+        let sent = self
+            .me
+            .as_ref()
+            .is_some_and(|me| me.try_notify(RunGroupCommit));
+        if !sent {
+            // Mailbox full (a large group is waiting anyway) or not started: the timer then.
+            ctx.run_later(Duration::ZERO, |act, ctx| act.inner.commit(ctx));
+        }
     }
 
     fn commit(&mut self, ctx: &mut Context<Metered<Self>>) {
@@ -321,13 +406,15 @@ impl Service for GroupCommitter {
     const MAILBOX: usize = 16_384;
 
     fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        self.me = Some(ActorRef::of(ctx));
         // Messages stored with WAIT=false are flushed within 10 ms too (RocketMQ flushes on every
         // 10 ms wake-up of GroupCommitService).
         ctx.run_interval(Duration::from_millis(10), |act, _| {
             let me = &mut act.inner;
             me.core.tick();
+            // Written, not just readable: with write buffers the commit happens in this flush.
             if me.core.state.read_only.load().is_none()
-                && me.core.state.flushed() < me.core.view.max_offset()
+                && me.core.state.flushed() < me.core.view.max_wrote_offset()
             {
                 let _ = me.core.flush(0);
                 if let Some(r) = &me.reput {
@@ -336,6 +423,13 @@ impl Service for GroupCommitter {
                 me.core.maybe_checkpoint(false);
             }
         });
+    }
+}
+
+impl Serve<RunGroupCommit> for GroupCommitter {
+    type Reply = ();
+    fn serve(&mut self, _: RunGroupCommit, ctx: &mut Context<Metered<Self>>) {
+        self.commit(ctx);
     }
 }
 

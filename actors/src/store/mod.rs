@@ -1,22 +1,31 @@
 //! The store runtime: opens and recovers the on-disk store, starts its actors in dependency order
 //! and offers the broker one handle, [`Store`], to append and to read.
 //!
-//! Threads: the CommitLog writer, the allocator, the flusher, the ConsumeQueue builder, the index
-//! builder, the reput dispatcher and the schedule service each run on their own arbiter, so a
-//! blocking call (file creation, msync) in one never stalls another (DESIGN §5).
+//! Threads: the CommitLog writer, the allocator, the flusher, the committer (write buffers in
+//! ASYNC_FLUSH), the ConsumeQueue builder, the index builder, the reput dispatcher and the
+//! schedule service each run on their own arbiter, so a blocking call (file creation, pwrite,
+//! msync) in one never stalls another (DESIGN §5).
+//!
+//! Write buffers (`transientStorePoolEnable`, effective on a non-slave with either flush type, as
+//! in RocketMQ 5): the writer appends into pool buffers; in ASYNC_FLUSH the `Committer` copies them
+//! into the files and wakes reput and the flusher; in SYNC_FLUSH the `GroupCommitter` commits
+//! right before each fdatasync. Readers, dispatch and pulls see committed bytes only.
 //!
 //! Start order: load and recover ConsumeQueues → recover the CommitLog (cut a torn tail) → cut
 //! ConsumeQueue units beyond it → seed the writer's queue-offset table from ConsumeQueue max
 //! offsets → start builders, reput (from the ConsumeQueues' max physical offset) and wait until
-//! dispatch has caught up → start the writer, flusher and schedule service.
-//! Stop order is the reverse, ending with a final flush of every file.
+//! dispatch has caught up → start the flusher, the committer, the writer and schedule service.
+//! Stop order is the reverse: refuse appends, commit everything written (write buffers), wait for
+//! dispatch, persist the builders, and end with a final flush of every file.
 
 pub mod allocator;
+pub mod committer;
 pub mod cq_builder;
 pub mod flusher;
 pub mod index_builder;
 pub mod reput;
 pub mod schedule;
+pub mod wake;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -29,7 +38,7 @@ use actormq_core::clock::SharedClock;
 use actormq_core::config::StoreConfig;
 use actormq_core::format::record::NewMessage;
 use actormq_core::offset::PhyOffset;
-use actormq_core::store::commit_log::{AppendOk, CommitLog, CommitLogConfig};
+use actormq_core::store::commit_log::{AppendOk, CommitLog, CommitLogConfig, WriteBuffers};
 use actormq_core::store::consume_queue::ConsumeQueueStore;
 use actormq_core::store::index_file::{IndexReader, IndexStore};
 use actormq_core::store::mapped_file::Warm;
@@ -37,6 +46,7 @@ use actormq_core::store::mapped_file_queue::MappedFileQueue;
 use actormq_core::store::reader::StoreReader;
 use actormq_core::store::schedule::{rewrite_for_delay, DelayOffsets};
 use actormq_core::store::status::{PutError, PutStatus};
+use actormq_core::store::transient_pool::TransientStorePool;
 use actormq_core::store::validate::check_send_topic;
 
 use crate::metered::{start_on, start_with, ActorRef};
@@ -45,12 +55,14 @@ use actormq_core::store::recovery::{
     abnormal_recovery_min_timestamp, abnormal_recovery_start_file,
 };
 use allocator::MappedFileAllocator;
+use committer::{CommitNow, CommitWake, Committer};
 use cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
-use flusher::{FlushCore, FlushNow, Flusher, GroupCommitter};
+use flusher::{CommitMode, FlushCore, FlushNow, FlushWake, Flusher, GroupCommitter};
 use index_builder::{FlushIndex, IndexBuilder};
-use reput::ReputDispatcher;
+use reput::{ReputDispatcher, Wake};
 use schedule::{GetDelayOffsets, PersistDelayOffsets, ScheduleDelivery};
 use state::StoreState;
+use wake::Waker;
 use writer::{AppendBatch, AppendMessage, AppendProducerBatch, CommitLogWriter};
 
 /// Everything the store runtime needs, in its own units (built from [`StoreConfig`]).
@@ -66,6 +78,17 @@ pub struct StoreParams {
     pub flush_interval: Duration,
     pub flush_least_pages: u64,
     pub flush_thorough_interval: Duration,
+    /// `flushCommitLogTimed`: false ⇒ appends (or commits) wake the async flusher.
+    pub flush_timed: bool,
+    /// Write buffers in the TransientStorePool; 0 = off (`transientStorePoolEnable` false, or
+    /// not effective: a slave).
+    pub transient_store_pool_size: usize,
+    /// `commitIntervalCommitLog`, `commitCommitLogLeastPages`, `commitCommitLogThoroughInterval`.
+    pub commit_interval: Duration,
+    pub commit_least_pages: u64,
+    pub commit_thorough_interval: Duration,
+    /// `fastFailIfNoBufferInStorePool`: refuse a roll without a free buffer instead of waiting.
+    pub fast_fail_no_buffer: bool,
     pub cq_flush_interval: Duration,
     pub cq_flush_least_pages: u64,
     pub message_index_enable: bool,
@@ -97,6 +120,18 @@ impl StoreParams {
             flush_interval: Duration::from_millis(c.flush_interval_commit_log_ms),
             flush_least_pages: c.flush_commit_log_least_pages as u64,
             flush_thorough_interval: Duration::from_millis(c.flush_commit_log_thorough_interval_ms),
+            flush_timed: c.flush_commit_log_timed,
+            transient_store_pool_size: if c.transient_store_pool_effective() {
+                c.transient_store_pool_size as usize
+            } else {
+                0
+            },
+            commit_interval: Duration::from_millis(c.commit_interval_commit_log_ms),
+            commit_least_pages: c.commit_commit_log_least_pages as u64,
+            commit_thorough_interval: Duration::from_millis(
+                c.commit_commit_log_thorough_interval_ms,
+            ),
+            fast_fail_no_buffer: c.fast_fail_if_no_buffer_in_store_pool,
             cq_flush_interval: Duration::from_millis(c.flush_interval_consume_queue_ms),
             cq_flush_least_pages: c.flush_consume_queue_least_pages as u64,
             message_index_enable: c.message_index_enable,
@@ -128,6 +163,12 @@ impl StoreParams {
             flush_interval: Duration::from_millis(50),
             flush_least_pages: 4,
             flush_thorough_interval: Duration::from_millis(1000),
+            flush_timed: true,
+            transient_store_pool_size: 0,
+            commit_interval: Duration::from_millis(200),
+            commit_least_pages: 4,
+            commit_thorough_interval: Duration::from_millis(200),
+            fast_fail_no_buffer: false,
             cq_flush_interval: Duration::from_millis(200),
             cq_flush_least_pages: 2,
             message_index_enable: true,
@@ -148,6 +189,11 @@ impl StoreParams {
         }
     }
 }
+
+/// Longest time a roll waits for a write buffer to come back (without
+/// `fastFailIfNoBufferInStorePool`) before writing that file through its mapping. The committer
+/// frees a buffer as soon as the file holding it is fully committed, normally within one commit.
+const POOL_WAIT: Duration = Duration::from_secs(3);
 
 /// The actor that owns the flushed position: `Flusher` (ASYNC_FLUSH) or `GroupCommitter`
 /// (SYNC_FLUSH).
@@ -176,6 +222,9 @@ pub struct Store {
     params: StoreParams,
     writer: ActorRef<CommitLogWriter>,
     flusher: FlushRef,
+    /// ASYNC_FLUSH with write buffers.
+    committer: Option<ActorRef<Committer>>,
+    pool: Option<Arc<TransientStorePool>>,
     cq_builder: ActorRef<ConsumeQueueBuilder>,
     index_builder: Option<ActorRef<IndexBuilder>>,
     schedule: ActorRef<ScheduleDelivery>,
@@ -212,7 +261,11 @@ impl Store {
             ConsumeQueueStore::load(&params.root.join("consumequeue"), params.cq_file_size)?;
         cqs.recover()?;
         let files = MappedFileQueue::load(&params.commit_log_dir, params.commit_log_file_size)?;
-        let warm = if params.warm_mapped_files {
+        let buffered = params.transient_store_pool_size > 0;
+        // With write buffers the writer never touches a new file's mapping (the committer writes
+        // it with pwrite): pre-faulting it would only dirty pages for the first fdatasync to
+        // write back.
+        let warm = if params.warm_mapped_files && !buffered {
             Warm::Populate
         } else {
             Warm::No
@@ -277,6 +330,7 @@ impl Store {
         }
         state.dispatched.store(reput_from, Ordering::Release);
         state.flushed.store(rec.end.0, Ordering::Release);
+        state.committed.store(rec.end.0, Ordering::Release);
         let consume_queues = cqs.max_offsets().len();
         let index_store = if params.message_index_enable {
             Some(
@@ -367,15 +421,32 @@ impl Store {
             }
         }
 
+        let pool = if buffered {
+            let pool = TransientStorePool::new(
+                params.transient_store_pool_size,
+                params.commit_log_file_size as usize,
+            )?;
+            tracing::info!(
+                buffers = params.transient_store_pool_size,
+                buffer_bytes = params.commit_log_file_size,
+                sync_flush = params.sync_flush,
+                "write buffers on (transientStorePoolEnable): appends are committed with pwrite"
+            );
+            Some(pool)
+        } else {
+            None
+        };
         let alloc_arb = arbiter();
-        let allocator = start_on(
-            Some(&alloc_arb.handle()),
-            MappedFileAllocator::new(
-                params.commit_log_dir.clone(),
-                params.commit_log_file_size,
-                warm,
-            ),
+        let mut alloc = MappedFileAllocator::new(
+            params.commit_log_dir.clone(),
+            params.commit_log_file_size,
+            warm,
         );
+        if let (Some(pool), true) = (&pool, params.warm_mapped_files) {
+            // What the writer touches with write buffers is the buffers, not the mappings.
+            alloc = alloc.warming_pool(pool.clone());
+        }
+        let allocator = start_on(Some(&alloc_arb.handle()), alloc);
         arbiters.push(alloc_arb);
         if log.files().is_empty() {
             // A fresh store: have the first file ready (allocated and warmed) before the first
@@ -399,7 +470,14 @@ impl Store {
             params.disk_warning_pct,
             params.disk_clear_pct,
         );
-        let flush_core = FlushCore::new(view.clone(), state.clone(), checkpoint, disk);
+        let commit_mode = match (buffered, params.sync_flush) {
+            (false, _) => CommitMode::Unbuffered,
+            (true, true) => CommitMode::CommitFirst,
+            (true, false) => CommitMode::ByCommitter,
+        };
+        let flush_core = FlushCore::new(view.clone(), state.clone(), checkpoint, disk)
+            .with_commit_mode(commit_mode);
+        let flush_woken = Arc::new(AtomicBool::new(false));
         let flush_arb = arbiter();
         let (flusher, sync) = if params.sync_flush {
             let gc = start_on(
@@ -411,18 +489,69 @@ impl Store {
                 Some((gc, params.sync_flush_timeout)),
             )
         } else {
-            let f = Flusher::new(
+            let mut f = Flusher::new(
                 flush_core,
                 params.flush_interval,
                 params.flush_least_pages,
                 params.flush_thorough_interval,
             );
+            if !params.flush_timed {
+                f = f.woken_by_appends(flush_woken.clone());
+            }
             (
                 FlushRef::Async(start_on(Some(&flush_arb.handle()), f)),
                 None,
             )
         };
         arbiters.push(flush_arb);
+        // Coalesced wakes (see `Waker`); each flag is shared by the target and its senders.
+        let reput_waker = || Waker::new(reput.clone(), woken.clone(), || Wake);
+        let flush_waker = match (&flusher, params.flush_timed) {
+            (FlushRef::Async(f), false) => Some(Waker::new(f.clone(), flush_woken, || FlushWake)),
+            _ => None,
+        };
+        let mut after_append = Vec::new();
+        let mut committer = None;
+        if let Some(pool) = &pool {
+            let mut on_wait: Option<Box<dyn Fn() + Send>> = None;
+            if commit_mode == CommitMode::ByCommitter {
+                let commit_woken = Arc::new(AtomicBool::new(false));
+                let after_commit: Vec<Waker> =
+                    std::iter::once(reput_waker()).chain(flush_waker).collect();
+                let arb = arbiter();
+                let c = start_on(
+                    Some(&arb.handle()),
+                    Committer::new(
+                        view.clone(),
+                        state.clone(),
+                        params.commit_interval,
+                        params.commit_least_pages,
+                        params.commit_thorough_interval,
+                        commit_woken.clone(),
+                        after_commit,
+                    ),
+                );
+                arbiters.push(arb);
+                // Appended bytes become readable only when committed: the writer wakes the
+                // committer, which wakes reput and the flusher.
+                after_append.push(Waker::new(c.clone(), commit_woken.clone(), || CommitWake));
+                let w = Waker::new(c.clone(), commit_woken, || CommitWake);
+                on_wait = Some(Box::new(move || w.wake()));
+                committer = Some(c);
+            } else {
+                // SYNC_FLUSH: the group committer commits on every flush (10 ms at the latest).
+                after_append.push(reput_waker());
+            }
+            log = log.with_write_buffers(WriteBuffers {
+                pool: pool.clone(),
+                fast_fail: params.fast_fail_no_buffer,
+                wait: POOL_WAIT,
+                on_wait,
+            });
+        } else {
+            after_append.push(reput_waker());
+            after_append.extend(flush_waker);
+        }
         let writer_arb = arbiter();
         let writer = start_on(
             Some(&writer_arb.handle()),
@@ -430,8 +559,7 @@ impl Store {
                 log,
                 clock.clone(),
                 Some(allocator),
-                Some(reput),
-                woken,
+                after_append,
                 state.clone(),
                 sync,
             ),
@@ -464,6 +592,8 @@ impl Store {
             params,
             writer,
             flusher,
+            committer,
+            pool,
             cq_builder,
             index_builder: index_builder_ref,
             schedule,
@@ -498,8 +628,24 @@ impl Store {
     pub fn state(&self) -> &Arc<StoreState> {
         &self.state
     }
+    /// One past the last readable CommitLog byte (committed, with write buffers).
     pub fn max_offset(&self) -> PhyOffset {
         PhyOffset(self.reader.commit_log().max_offset())
+    }
+    /// One past the last written CommitLog byte (including bytes still in a write buffer).
+    pub fn max_wrote_offset(&self) -> PhyOffset {
+        PhyOffset(self.reader.commit_log().max_wrote_offset())
+    }
+    /// The TransientStorePool, when write buffers are on.
+    pub fn write_buffer_pool(&self) -> Option<&Arc<TransientStorePool>> {
+        self.pool.as_ref()
+    }
+    /// ASYNC_FLUSH with write buffers: commit everything written now (tests, clean stop).
+    pub async fn commit_now(&self) -> std::io::Result<u64> {
+        match &self.committer {
+            Some(c) => c.send(CommitNow).await.map_err(std::io::Error::other)?,
+            None => Ok(self.max_wrote_offset().0),
+        }
     }
 
     /// The producer path: SEND-level topic checks, the delay rewrite, then the writer.
@@ -615,6 +761,13 @@ impl Store {
             Ok(s) => s.max_offset,
             Err(_) => self.max_offset(),
         };
+        // Write buffers: everything written must reach the files before dispatch can see it and
+        // before the final flush (RocketMQ's commit(0) at shutdown). A failure is the shutdown's
+        // error: the store is read-only and says why.
+        if self.committer.is_some() {
+            let committed = self.commit_now().await?;
+            tracing::info!(committed, "write buffers committed");
+        }
         if !self.wait_dispatched(end, Duration::from_secs(30)).await {
             tracing::warn!(
                 dispatched = self.dispatched_offset().0,

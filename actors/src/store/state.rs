@@ -9,6 +9,12 @@ use arc_swap::ArcSwapOption;
 pub struct StoreState {
     /// Flusher / GroupCommitter: CommitLog bytes known to be on disk.
     pub flushed: AtomicU64,
+    /// Committer (ASYNC_FLUSH) or GroupCommitter (SYNC_FLUSH), with write buffers only: CommitLog
+    /// bytes copied from the buffers into the files (the readers' limit).
+    pub committed: AtomicU64,
+    /// The same owner: store time of the newest record known to be committed (what the flusher
+    /// may write to the checkpoint as flushed once it has flushed that far).
+    pub committed_ts: AtomicI64,
     /// ReputDispatcher: CommitLog bytes dispatched to ConsumeQueues and the index.
     pub dispatched: AtomicU64,
     /// CommitLogWriter: store time of the newest appended record.

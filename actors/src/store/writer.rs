@@ -4,8 +4,10 @@
 //! In: [`AppendMessage`] (one message), [`AppendBatch`] (many independent messages in one mailbox
 //! message — the batched hop), [`AppendProducerBatch`] (a SEND_BATCH: one topic/queue, one unit),
 //! [`GetWriterState`], [`RemoveTopic`] (a deleted topic). Out: replies with the offsets assigned;
-//! `AllocateNext` to the allocator when it rolls into a file; a coalesced `Wake` to the reput
-//! dispatcher after appending.
+//! `AllocateNext` to the allocator when it rolls into a file; coalesced wakes after appending (see
+//! `Waker`): to the reput dispatcher, or — with write buffers in ASYNC_FLUSH — to the `Committer`
+//! instead (appended bytes are not readable until committed; the committer wakes reput), and to an
+//! untimed flusher (`flushCommitLogTimed=false`).
 //!
 //! Invariants: a reply is sent only after the record's bytes are published (visible to readers);
 //! in SYNC_FLUSH a message with `WAIT` absent or true is answered only once it is flushed (or with
@@ -13,7 +15,7 @@
 //! that is read-only (a flush failed) or over its disk-space limit refuses with
 //! SERVICE_NOT_AVAILABLE and the reason.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -26,8 +28,8 @@ use actormq_core::store::status::PutError;
 
 use super::allocator::{AllocateNext, MappedFileAllocator};
 use super::flusher::{FlushUpTo, GroupCommitter};
-use super::reput::{ReputDispatcher, Wake};
 use super::state::StoreState;
+use super::wake::Waker;
 use crate::metered::{ActorRef, MaybeLater, Metered, Reply, Serve, Service};
 use actormq_core::format::properties::{self, keys};
 use actormq_core::store::status::PutStatus;
@@ -75,9 +77,8 @@ pub struct CommitLogWriter {
     log: CommitLog,
     clock: SharedClock,
     allocator: Option<ActorRef<MappedFileAllocator>>,
-    reput: Option<ActorRef<ReputDispatcher>>,
-    /// Set while a `Wake` is in the reput mailbox, so a burst of appends sends one wake.
-    reput_woken: Arc<AtomicBool>,
+    /// Woken (coalesced: a burst of appends sends one wake each) after every append message.
+    after_append: Vec<Waker>,
     state: Arc<StoreState>,
     /// SYNC_FLUSH: the group committer and `syncFlushTimeout`.
     sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
@@ -93,8 +94,7 @@ impl CommitLogWriter {
         log: CommitLog,
         clock: SharedClock,
         allocator: Option<ActorRef<MappedFileAllocator>>,
-        reput: Option<ActorRef<ReputDispatcher>>,
-        reput_woken: Arc<AtomicBool>,
+        after_append: Vec<Waker>,
         state: Arc<StoreState>,
         sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
     ) -> Self {
@@ -102,8 +102,7 @@ impl CommitLogWriter {
             log,
             clock,
             allocator,
-            reput,
-            reput_woken,
+            after_append,
             state,
             sync,
         }
@@ -136,11 +135,9 @@ impl CommitLogWriter {
         if let Some(from) = rolled_into {
             self.request_next(from + self.log.config().file_size, ctx);
         }
-        if let Some(r) = &self.reput {
-            if !self.reput_woken.swap(true, Ordering::AcqRel) && !r.try_notify(Wake) {
-                // Mailbox full: the reput's own tick picks the bytes up.
-                self.reput_woken.store(false, Ordering::Release);
-            }
+        // A wake lost to a full mailbox is picked up by the target's own tick.
+        for w in &self.after_append {
+            w.wake();
         }
     }
 

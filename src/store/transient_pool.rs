@@ -1,0 +1,274 @@
+//! `TransientStorePool`: RocketMQ's pool of CommitLog write buffers (`transientStorePoolEnable`).
+//!
+//! What it owns: `transientStorePoolSize` buffers, each the size of one CommitLog file, page
+//! aligned. They are anonymous private mappings, so the memory is committed lazily by the kernel
+//! as the writer first touches each page, and stays resident once touched (buffers are reused,
+//! never released to the kernel) — a recycled buffer costs the writer no page fault.
+//!
+//! Calls in: [`TransientStorePool::borrow`] (the CommitLog writer, when it starts writing a new
+//! file), [`BufferLease`] dropped or [`BufferLease::release`] (whoever finished with the file —
+//! normally the committer once the file is full and fully committed). No lock: each buffer has
+//! one `AtomicBool` (free/borrowed); borrowing is a compare-and-swap scan over a handful of slots,
+//! so the writer's roll path takes no lock and makes no syscall.
+//!
+//! Invariants: a buffer is lent to at most one file at a time (the CAS); a lease returns its
+//! buffer exactly once (`release` consumes it, `Drop` covers every other path).
+//!
+//! `mlock` (RocketMQ locks every buffer at start) is deliberately not done: it would commit
+//! `size × file size` bytes of RAM up front (5 GiB by default) and usually fails against
+//! `RLIMIT_MEMLOCK` anyway; the buffers are never swapped on a machine without swap, and a page
+//! touched once stays resident because it is never returned.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+/// Below this share of free buffers, borrowing logs a warning (RocketMQ warns under 40 %).
+const WARN_FREE_PERCENT: usize = 40;
+
+pub struct TransientStorePool {
+    buffer_size: usize,
+    buffers: Vec<Buffer>,
+    /// Buffers currently lent out (for the low-water warning and metrics).
+    borrowed: AtomicUsize,
+}
+
+struct Buffer {
+    /// Anonymous mapping: page aligned, zero on first touch, committed lazily.
+    map: MmapRaw,
+    free: AtomicBool,
+}
+
+impl std::fmt::Debug for TransientStorePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransientStorePool")
+            .field("buffers", &self.buffers.len())
+            .field("buffer_size", &self.buffer_size)
+            .field("available", &self.available())
+            .finish()
+    }
+}
+
+impl TransientStorePool {
+    /// Reserves `count` buffers of `buffer_size` bytes (address space only; see module docs).
+    pub fn new(count: usize, buffer_size: usize) -> io::Result<Arc<TransientStorePool>> {
+        if count == 0 || buffer_size == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "transientStorePoolSize {count} × {buffer_size} bytes: both must be positive"
+                ),
+            ));
+        }
+        let mut buffers = Vec::with_capacity(count);
+        for _ in 0..count {
+            buffers.push(Buffer {
+                map: MmapRaw::from(MmapOptions::new().len(buffer_size).map_anon().map_err(
+                    |e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!(
+                                "reserving the TransientStorePool ({count} buffers of {buffer_size} \
+                                 bytes, transientStorePoolSize × mappedFileSizeCommitLog): {e}"
+                            ),
+                        )
+                    },
+                )?),
+                free: AtomicBool::new(true),
+            });
+        }
+        Ok(Arc::new(TransientStorePool {
+            buffer_size,
+            buffers,
+            borrowed: AtomicUsize::new(0),
+        }))
+    }
+
+    pub fn buffer_size(&self) -> usize {
+        self.buffer_size
+    }
+    pub fn capacity(&self) -> usize {
+        self.buffers.len()
+    }
+    /// Buffers free right now (RocketMQ's `availableBufferNums`).
+    pub fn available(&self) -> usize {
+        self.buffers.len() - self.borrowed.load(Ordering::Acquire)
+    }
+
+    /// Lends a free buffer, or `None` when every buffer is lent out. Never blocks.
+    pub fn borrow(self: &Arc<Self>) -> Option<BufferLease> {
+        for (idx, b) in self.buffers.iter().enumerate() {
+            if b.free
+                .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                let lent = self.borrowed.fetch_add(1, Ordering::AcqRel) + 1;
+                let free = self.buffers.len() - lent;
+                if free * 100 < self.buffers.len() * WARN_FREE_PERCENT {
+                    tracing::warn!(
+                        free,
+                        total = self.buffers.len(),
+                        "TransientStorePool under 40% free: the committer is behind the writer"
+                    );
+                }
+                let ptr = b.map.as_mut_ptr();
+                return Some(BufferLease {
+                    pool: self.clone(),
+                    idx,
+                    ptr: BufPtr(ptr),
+                    returned: AtomicBool::new(false),
+                });
+            }
+        }
+        None
+    }
+
+    /// Pre-faults `[start, start+len)` of buffer `idx` for writing (`MADV_POPULATE_WRITE`), so the
+    /// writer takes no page fault on those pages (`warmMapedFileEnable` with write buffers: the
+    /// buffers are what the writer touches). Never changes content — a page already present,
+    /// possibly being written by the writer right now, is left alone — so it may run while the
+    /// buffer is lent. False when the kernel lacks the advice (nothing else to do then: touching
+    /// anonymous memory by reading maps only the shared zero page).
+    pub fn prefault(&self, idx: usize, start: usize, len: usize) -> bool {
+        let Some(b) = self.buffers.get(idx) else {
+            return false;
+        };
+        let start = start.min(self.buffer_size) & !4095;
+        let len = len.min(self.buffer_size - start);
+        if len == 0 {
+            return true;
+        }
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: advice on a page-aligned sub-range of a mapping the pool owns for its lifetime.
+        let rc = unsafe {
+            libc::madvise(
+                b.map.as_mut_ptr().add(start).cast(),
+                len,
+                MADV_POPULATE_WRITE,
+            )
+        };
+        rc == 0
+    }
+
+    fn give_back(&self, idx: usize) {
+        let was_free = self.buffers[idx].free.swap(true, Ordering::AcqRel);
+        debug_assert!(!was_free, "a write buffer was returned twice");
+        if !was_free {
+            self.borrowed.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Raw base pointer of a lent buffer; `Send`/`Sync` because the lease protocol (one borrower, the
+/// position rules of `MappedFile`) decides who touches which bytes.
+#[derive(Clone, Copy)]
+struct BufPtr(*mut u8);
+// SAFETY: the pointer targets a mapping owned by the pool, which outlives the lease (the lease
+// holds an `Arc` of the pool); concurrent access is ordered by the file's published positions.
+unsafe impl Send for BufPtr {}
+// SAFETY: as above.
+unsafe impl Sync for BufPtr {}
+
+/// One borrowed buffer. Returned to the pool by [`BufferLease::release`] or on drop.
+pub struct BufferLease {
+    pool: Arc<TransientStorePool>,
+    idx: usize,
+    ptr: BufPtr,
+    /// Set by the first `release`: the buffer goes back exactly once, whoever asks first.
+    returned: AtomicBool,
+}
+
+impl std::fmt::Debug for BufferLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BufferLease(#{})", self.idx)
+    }
+}
+
+impl BufferLease {
+    pub fn len(&self) -> usize {
+        self.pool.buffer_size
+    }
+    pub fn is_empty(&self) -> bool {
+        self.pool.buffer_size == 0
+    }
+    /// Base of the buffer. Who may touch which bytes is the caller's protocol (see
+    /// `MappedFile`): the writer at or beyond its write position, the committer below it.
+    pub fn as_mut_ptr(&self) -> *mut u8 {
+        self.ptr.0
+    }
+    /// Hands the buffer back to the pool now (idempotent). The caller guarantees nobody touches
+    /// the buffer through this lease afterwards.
+    pub fn release(&self) {
+        if !self.returned.swap(true, Ordering::AcqRel) {
+            self.pool.give_back(self.idx);
+        }
+    }
+    pub fn is_released(&self) -> bool {
+        self.returned.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for BufferLease {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn borrow_until_empty_then_return_makes_a_buffer_available_again() {
+        let pool = TransientStorePool::new(2, 8192).unwrap();
+        assert_eq!(pool.available(), 2);
+        let a = pool.borrow().expect("first buffer");
+        let b = pool.borrow().expect("second buffer");
+        assert_eq!(pool.available(), 0);
+        assert!(pool.borrow().is_none(), "an empty pool lends nothing");
+        assert_ne!(a.as_mut_ptr(), b.as_mut_ptr(), "two leases, two buffers");
+        let a_ptr = a.as_mut_ptr();
+        a.release();
+        assert_eq!(pool.available(), 1);
+        let c = pool.borrow().expect("the returned buffer is lent again");
+        assert_eq!(c.as_mut_ptr(), a_ptr);
+        drop((b, c));
+        assert_eq!(pool.available(), 2, "dropping a lease returns its buffer");
+    }
+
+    #[test]
+    fn buffers_are_page_aligned_file_sized_and_writable() {
+        let pool = TransientStorePool::new(1, 3 * 4096).unwrap();
+        let l = pool.borrow().unwrap();
+        assert_eq!(l.len(), 3 * 4096);
+        assert_eq!(l.as_mut_ptr() as usize % 4096, 0);
+        // SAFETY: we hold the only lease; the buffer is `len` bytes.
+        let s = unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr(), l.len()) };
+        assert!(s.iter().all(|&b| b == 0), "a fresh buffer reads as zeros");
+        s[3 * 4096 - 1] = 7;
+    }
+
+    #[test]
+    fn prefault_keeps_what_a_lent_buffer_holds() {
+        let pool = TransientStorePool::new(1, 4 * 4096).unwrap();
+        let l = pool.borrow().unwrap();
+        // SAFETY: we hold the only lease; the buffer is `len` bytes.
+        let s = unsafe { std::slice::from_raw_parts_mut(l.as_mut_ptr(), l.len()) };
+        s[5] = 9;
+        pool.prefault(0, 0, 4 * 4096);
+        assert_eq!(s[5], 9, "written bytes are untouched");
+        assert!(
+            s[4096..].iter().all(|&b| b == 0),
+            "populated pages read as zeros"
+        );
+        assert!(!pool.prefault(7, 0, 4096), "no such buffer");
+    }
+
+    #[test]
+    fn an_empty_pool_is_refused_with_the_sizes() {
+        let e = TransientStorePool::new(0, 4096).unwrap_err();
+        assert!(e.to_string().contains("transientStorePoolSize 0"), "{e}");
+    }
+}
