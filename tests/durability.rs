@@ -691,6 +691,59 @@ async fn send_n(
     }
 }
 
+/// After space returned on a full disk: retries one SEND every 50 ms until it is accepted (each
+/// refusal must be SERVICE_NOT_AVAILABLE; at most [`WAIT_LIMIT`], `context` says why in the
+/// failure), then sends `n` more, which must take the next queue offsets of queue 0, and records
+/// them all in `ledger`. Returns how long the sends were refused.
+async fn sends_resume(
+    client: &RemotingClient,
+    ledger: &mut Ledger,
+    n: usize,
+    filler: u64,
+    context: impl Fn() -> String,
+) -> Duration {
+    let started = Instant::now();
+    let mut i = 0;
+    loop {
+        let k = key(&format!("retry-{i}"), 10);
+        i += 1;
+        let r = client
+            .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+            .await
+            .expect("SEND answered");
+        if r.code == rc::SUCCESS {
+            ledger.record(k, 0, outcome(Ok(r)));
+            break;
+        }
+        assert_eq!(r.code, rc::SERVICE_NOT_AVAILABLE, "{}", describe(&r));
+        ledger.sent.insert(k.clone());
+        ledger.refused.insert(k);
+        assert!(
+            started.elapsed() < WAIT_LIMIT,
+            "sends still refused {WAIT_LIMIT:?} after space returned: {}; {}",
+            describe(&r),
+            context()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let waited = started.elapsed();
+    let next = ledger.acked.iter().filter(|(_, a)| a.queue == 0).count() as u64;
+    let mut l = Ledger::default();
+    send_n(client, &mut l, "resumed", 0, n, filler).await;
+    let mut offsets: Vec<u64> = l.acked.values().map(|a| a.offset).collect();
+    offsets.sort_unstable();
+    assert_eq!(
+        offsets,
+        (next..next + n as u64).collect::<Vec<_>>(),
+        "sends after the refusal continue at the next offsets of queue 0"
+    );
+    for (k, a) in l.acked {
+        ledger.sent.insert(k.clone());
+        ledger.acked.insert(k, a);
+    }
+    waited
+}
+
 /// Runs [`SENDERS`] concurrent producers (one connection each, one request in flight each) that
 /// send to random queues of [`TOPIC`] until their connection fails. Once the first message is
 /// acknowledged (so every cycle has something to lose), `fault` runs; it returns whether the
@@ -1825,45 +1878,11 @@ fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_re
 
             std::fs::remove_file(&filler).expect("delete the filler");
             eprintln!("filler deleted: usage {:.1}%", used_pct(&fs.mnt));
-            let started = Instant::now();
-            let mut n = 0;
-            loop {
-                let k = key(&format!("retry-{n}"), 10);
-                n += 1;
-                let r = client
-                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
-                    .await
-                    .expect("SEND answered");
-                if r.code == rc::SUCCESS {
-                    ledger.record(k, 0, outcome(Ok(r)));
-                    break;
-                }
-                assert_eq!(r.code, rc::SERVICE_NOT_AVAILABLE, "{}", describe(&r));
-                ledger.sent.insert(k.clone());
-                ledger.refused.insert(k);
-                assert!(
-                    started.elapsed() < WAIT_LIMIT,
-                    "sends still refused {WAIT_LIMIT:?} after space returned ({:.1}% used): {}",
-                    used_pct(&fs.mnt),
-                    describe(&r)
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            eprintln!("accepted again after {:?}", started.elapsed());
-            let next = ledger.acked.len() as u64;
-            let mut l = Ledger::default();
-            send_n(&client, &mut l, "resumed", 0, 20, 1000).await;
-            let mut offsets: Vec<u64> = l.acked.values().map(|a| a.offset).collect();
-            offsets.sort_unstable();
-            assert_eq!(
-                offsets,
-                (next..next + 20).collect::<Vec<_>>(),
-                "sends after the refusal continue at the next offsets"
-            );
-            for (k, a) in l.acked {
-                ledger.sent.insert(k.clone());
-                ledger.acked.insert(k, a);
-            }
+            let waited = sends_resume(&client, &mut ledger, 20, 1000, || {
+                format!("{:.1}% used", used_pct(&fs.mnt))
+            })
+            .await;
+            eprintln!("accepted again after {waited:?}");
         });
         let wire = rt.block_on(verify(&broker.addr, &ledger, "after space returned"));
         broker.stop_cleanly();
@@ -1959,40 +1978,10 @@ fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
             let client = RemotingClient::connect(&broker.addr)
                 .await
                 .expect("connect");
-            let started = Instant::now();
-            let mut n = 0;
-            loop {
-                let k = key(&format!("retry-{n}"), 10);
-                n += 1;
-                let r = client
-                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
-                    .await
-                    .expect("SEND answered");
-                if r.code == rc::SUCCESS {
-                    ledger.record(k, 0, outcome(Ok(r)));
-                    break;
-                }
-                ledger.sent.insert(k.clone());
-                ledger.refused.insert(k);
-                assert!(
-                    started.elapsed() < WAIT_LIMIT,
-                    "sends still refused {WAIT_LIMIT:?} after space returned: {}; broker log \
-                     tail:\n{}",
-                    describe(&r),
-                    broker.tail(30)
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            let next = ledger.acked.len() as u64;
-            let mut l = Ledger::default();
-            send_n(&client, &mut l, "resumed", 0, 300, BODY).await;
-            let mut offsets: Vec<u64> = l.acked.values().map(|a| a.offset).collect();
-            offsets.sort_unstable();
-            assert_eq!(offsets, (next..next + 300).collect::<Vec<_>>());
-            for (k, a) in l.acked {
-                ledger.sent.insert(k.clone());
-                ledger.acked.insert(k, a);
-            }
+            sends_resume(&client, &mut ledger, 300, BODY, || {
+                format!("broker log tail:\n{}", broker.tail(30))
+            })
+            .await;
         });
         let wire = rt.block_on(verify(&broker.addr, &ledger, "after space returned"));
         broker.stop_cleanly();
