@@ -272,16 +272,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 order,
                 attributes: None,
             };
-            let mut done = Vec::new();
-            for addr in targets(&admin, &target).await? {
-                let cmd = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
-                    .with_ext_fields(h.to_ext_fields());
-                admin.call(&addr, cmd).await?;
-                if !json {
-                    println!("create topic to {addr} success.");
-                }
-                done.push(addr);
-            }
+            let cmd = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
+                .with_ext_fields(h.to_ext_fields());
+            let done = to_each(&admin, &target, cmd, "create topic to").await?;
             if !json {
                 println!("TopicConfig [topicName={topic}, readQueueNums={read_queues}, writeQueueNums={write_queues}, perm={}, order={order}]", perm_str(perm));
             }
@@ -350,16 +343,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 notify_consumer_ids_changed_enable: true,
             };
             let body = serde_json::to_vec(&g)?;
-            let mut done = Vec::new();
-            for addr in targets(&admin, &target).await? {
-                let cmd = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
-                    .with_body(body.clone());
-                admin.call(&addr, cmd).await?;
-                if !json {
-                    println!("create subscription group to {addr} success.");
-                }
-                done.push(addr);
-            }
+            let cmd = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+                .with_body(body);
+            let done = to_each(&admin, &target, cmd, "create subscription group to").await?;
             if !json {
                 println!("{}", serde_json::to_string(&g)?);
             }
@@ -576,6 +562,25 @@ async fn targets(admin: &AdminClient, t: &Target) -> Result<Vec<String>> {
     Err(AdminError::Other(
         "say where: -b <broker address> or -c <cluster name>".into(),
     ))
+}
+
+/// Sends `cmd` to every target broker, printing `<what> <addr> success.` for each (mqadmin's
+/// lines); the addresses that accepted it. Stops at the first refusal.
+async fn to_each(
+    admin: &AdminClient,
+    target: &Target,
+    cmd: RemotingCommand,
+    what: &str,
+) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    for addr in targets(admin, target).await? {
+        admin.call(&addr, cmd.clone()).await?;
+        if !JSON.load(Ordering::Relaxed) {
+            println!("{what} {addr} success.");
+        }
+        done.push(addr);
+    }
+    Ok(done)
 }
 
 /// Every record in a response body (QUERY_MESSAGE, PULL_MESSAGE, VIEW_MESSAGE_BY_ID).

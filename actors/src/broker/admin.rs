@@ -550,7 +550,7 @@ impl BrokerCore {
 
     fn update_config(&self, req: RemotingCommand, peer: &str) -> Handled {
         let body = match std::str::from_utf8(&req.body) {
-            Ok(b) => b,
+            Ok(b) => b.to_string(),
             Err(_) => {
                 return Handled::Reply(reply(
                     &req,
@@ -560,27 +560,41 @@ impl BrokerCore {
             }
         };
         let origin = format!("updateBrokerConfig from {peer}");
-        match self.live.update(body, &origin, self.clock_ms()) {
-            Ok(restart) => {
-                tracing::info!(caller = %peer, update = %body.trim().replace('\n', ", "), "broker configuration updated");
-                if restart.is_empty() {
-                    Handled::Reply(ok(&req))
-                } else {
-                    Handled::Reply(RemotingCommand::response_to(
-                        &req,
-                        rc::SUCCESS,
-                        Some(format!(
-                            "stored; takes effect at the next start: {}",
-                            restart.join(", ")
-                        )),
-                    ))
+        let (live, now, peer) = (self.live.clone(), self.clock_ms(), peer.to_string());
+        later(async move {
+            // Validation and the fsync of the runtime file run on the blocking pool, never on
+            // the connection thread.
+            let update = {
+                let body = body.clone();
+                tokio::task::spawn_blocking(move || live.update(&body, &origin, now)).await
+            };
+            match update {
+                Ok(Ok(restart)) => {
+                    tracing::info!(caller = %peer, update = %body.trim().replace('\n', ", "), "broker configuration updated");
+                    if restart.is_empty() {
+                        ok(&req)
+                    } else {
+                        RemotingCommand::response_to(
+                            &req,
+                            rc::SUCCESS,
+                            Some(format!(
+                                "stored; takes effect at the next start: {}",
+                                restart.join(", ")
+                            )),
+                        )
+                    }
                 }
+                Ok(Err(e)) => {
+                    tracing::warn!(caller = %peer, error = %e, "broker configuration update refused");
+                    reply(&req, rc::INVALID_PARAMETER, e)
+                }
+                Err(e) => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("configuration update failed: {e}"),
+                ),
             }
-            Err(e) => {
-                tracing::warn!(caller = %peer, error = %e, "broker configuration update refused");
-                Handled::Reply(reply(&req, rc::INVALID_PARAMETER, e))
-            }
-        }
+        })
     }
 
     fn reset_offset(self: std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
