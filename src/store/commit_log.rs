@@ -556,6 +556,10 @@ impl CommitLog {
             .unwrap_or(0);
         report.truncated_bytes = old_max.saturating_sub(process);
         self.files.truncate_dirty(process)?;
+        if let Some(last) = self.files.last() {
+            // The writer resumes in the last file: no read-around where it will append.
+            last.advise_filling(process.saturating_sub(last.file_from_offset()));
+        }
         report.end = PhyOffset(process);
         self.prepared.clear();
         self.sync_cursor();

@@ -277,7 +277,8 @@ impl IndexFile {
             .open(&tmp);
         let file = file.map_err(io_err(&path, "create"))?;
         let map = allocate(&file, size)
-            .and_then(|()| MmapOptions::new().len(size as usize).map_raw(&file));
+            .and_then(|()| MmapOptions::new().len(size as usize).map_raw(&file))
+            .inspect(random_access);
         let map = match map {
             Ok(m) => m,
             Err(e) => {
@@ -316,7 +317,10 @@ impl IndexFile {
                 expected,
             });
         }
-        let map = MmapOptions::new().len(expected as usize).map_raw(&file);
+        let map = MmapOptions::new()
+            .len(expected as usize)
+            .map_raw(&file)
+            .inspect(random_access);
         let f = IndexFile::from_parts(
             path.to_path_buf(),
             slots,
@@ -852,6 +856,12 @@ impl IndexReader {
         result.phy_offsets.sort_unstable();
         result
     }
+}
+
+/// Slots are hashed and entries chained backwards: every access is a random one, so a fault
+/// reads (or, in a fresh file, zero-fills) its own page, not `read_ahead_kb` around it.
+fn random_access(map: &MmapRaw) {
+    super::mapped_file::advise(map, 0, map.len(), libc::MADV_RANDOM);
 }
 
 #[cfg(test)]

@@ -26,6 +26,15 @@
 //! sparse mapping on a full disk is a SIGBUS, not an error), optionally pre-faulted, and only then
 //! linked under their real name — so a file with a real name is always complete, and two creators
 //! (the allocator and the writer's fallback) can race without clobbering each other.
+//!
+//! Read-around: a page fault on a file mapping reads `read_ahead_kb` around the faulting page
+//! (8 MiB on this project's machines). For the part of a file its owner is still filling there
+//! is nothing to read — every such page is zero-filled — so one fault of the writer would
+//! zero-fill megabytes at once: a 5–60 ms stall every few MiB, the whole tail of a send's latency.
+//! A fresh file is therefore advised `MADV_RANDOM` ([`MappedFile::advise_filling`]: one page per
+//! fault, the same total work spread evenly), and back to `MADV_NORMAL` once its queue moves on
+//! to the next file ([`MappedFile::advise_filled`]), so that a consumer catching up on old data
+//! still gets read-ahead.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -113,6 +122,7 @@ impl MappedFile {
             .open(&tmp)?;
         let prepared = allocate(&file, file_size).and_then(|()| {
             let map = MmapOptions::new().len(file_size as usize).map_raw(&file)?;
+            advise(&map, 0, file_size as usize, libc::MADV_RANDOM);
             if warm == Warm::Populate {
                 populate_write(&map);
             }
@@ -422,6 +432,23 @@ impl std::os::fd::AsRawFd for MappedFile {
 }
 
 impl MappedFile {
+    /// No read-around for `[from, end)`, the part the owner still fills (module docs): the
+    /// writer's faults there zero-fill one page each instead of `read_ahead_kb` at once.
+    pub fn advise_filling(&self, from: u64) {
+        let start = (from - from % OS_PAGE_SIZE).min(self.file_size);
+        advise(
+            &self.map,
+            start as usize,
+            (self.file_size - start) as usize,
+            libc::MADV_RANDOM,
+        );
+    }
+
+    /// Normal read-ahead again once the file is full: later reads are a consumer catching up.
+    pub fn advise_filled(&self) {
+        advise(&self.map, 0, self.file_size as usize, libc::MADV_NORMAL);
+    }
+
     /// Pre-faults `[start, start+len)` for writing while the owner may already be writing other
     /// pages of the file: `MADV_POPULATE_WRITE` never changes content. On kernels without it, the
     /// pages are read-touched instead (content untouched; the zero-fill still happens here rather
@@ -477,6 +504,17 @@ fn allocate(file: &File, size: u64) -> io::Result<()> {
     }
 }
 
+/// Paging advice for `[start, start+len)` of `map`. Advice is a hint: a failure changes no
+/// content and no result, so it is not an error (a kernel without the advice keeps read-around).
+pub(crate) fn advise(map: &MmapRaw, start: usize, len: usize, advice: libc::c_int) {
+    if len == 0 {
+        return;
+    }
+    debug_assert_eq!(start as u64 % OS_PAGE_SIZE, 0);
+    // SAFETY: a page-aligned sub-range of a mapping we own; advice never changes its content.
+    unsafe { libc::madvise(map.as_mut_ptr().add(start).cast(), len, advice) };
+}
+
 /// Pre-faults every page of a fresh mapping for writing.
 fn populate_write(map: &MmapRaw) {
     const MADV_POPULATE_WRITE: libc::c_int = 23;
@@ -515,6 +553,65 @@ mod tests {
         );
         // no temp files left behind
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// `VmFlags` of every mapping (VMA) of `[start, start+len)`, from /proc/self/smaps: `rr` is
+    /// the kernel's mark for `MADV_RANDOM` (no read-around on faults).
+    fn vm_flags(start: usize, len: usize) -> Vec<(usize, String)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut out = Vec::new();
+        let mut cur: Option<usize> = None;
+        for line in smaps.lines() {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                if let Some(lo) = cur.take() {
+                    out.push((lo, flags.trim().to_string()));
+                }
+            } else if let Some((range, _)) = line.split_once(' ') {
+                if let Some((lo, hi)) = range.split_once('-') {
+                    if let (Ok(lo), Ok(hi)) =
+                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                    {
+                        cur = (lo < start + len && hi > start).then_some(lo);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn random_read(f: &MappedFile, from: u64) -> Vec<bool> {
+        let base = f.map.as_ptr() as usize;
+        vm_flags(base + from as usize, (f.file_size - from) as usize)
+            .into_iter()
+            .map(|(_, flags)| flags.split(' ').any(|x| x == "rr"))
+            .collect()
+    }
+
+    #[test]
+    fn the_part_being_filled_has_no_read_around_and_a_full_file_gets_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 16 * OS_PAGE_SIZE;
+        let q = super::super::mapped_file_queue::MappedFileQueue::load(dir.path(), size).unwrap();
+        let a = q.create_and_push(0, Warm::No).unwrap();
+        assert_eq!(random_read(&a, 0), vec![true], "a fresh file: MADV_RANDOM");
+        let b = q.create_and_push(size, Warm::No).unwrap();
+        assert_eq!(
+            random_read(&a, 0),
+            vec![false],
+            "left behind: read-ahead again"
+        );
+        assert_eq!(random_read(&b, 0), vec![true]);
+        // Reopened (recovery): only the unwritten tail of the file being filled.
+        drop(q);
+        let c = MappedFile::open(b.path(), size).unwrap();
+        assert_eq!(random_read(&c, 0), vec![false]);
+        c.advise_filling(5 * OS_PAGE_SIZE + 100);
+        assert_eq!(
+            random_read(&c, 0),
+            vec![false, true],
+            "[0, 5 pages) normal, the rest random"
+        );
+        assert_eq!(random_read(&c, 5 * OS_PAGE_SIZE), vec![true]);
     }
 
     #[test]

@@ -132,6 +132,10 @@ impl MappedFileQueue {
                 ));
             }
         }
+        if let Some(last) = cur.last() {
+            // The writer moves on: the full file is only read from now on (read-ahead back on).
+            last.advise_filled();
+        }
         let mut next = Vec::with_capacity(cur.len() + 1);
         next.extend(cur.iter().cloned());
         next.push(file);
