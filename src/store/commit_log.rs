@@ -21,6 +21,11 @@
 //! (`fastFailIfNoBufferInStorePool`: CREATE_MAPEDFILE_FAILED, as RocketMQ's allocation returning
 //! null) or waits a bounded time and then writes that one file through its mapping, as RocketMQ
 //! does when `borrowBuffer` finds the pool empty.
+//!
+//! Write rings (a ring pool, the default write path): the same, but the buffer is a few MiB of
+//! memory behind a file-sized span, so before writing where the ring would wrap over bytes not
+//! yet committed the writer commits the file itself (`ring_room`), and the file it resumes in after
+//! a restart takes a ring at its write position too.
 
 use std::collections::HashMap;
 use std::io;
@@ -115,9 +120,11 @@ impl CommitLog {
         log
     }
 
-    /// Appends go to write buffers from the next new file on.
+    /// Appends go to write buffers from the next new file on (from the current one for a ring
+    /// pool, see `attach_ring_to_current`).
     pub fn with_write_buffers(mut self, buffers: WriteBuffers) -> CommitLog {
         self.buffers = Some(buffers);
+        self.attach_ring_to_current();
         self
     }
 
@@ -262,11 +269,13 @@ impl CommitLog {
         let mut rolled = None;
         let cur = match &self.cur {
             Some(f) if self.cur_pos + len + BLANK_LEN <= size => {
-                return Ok((f.clone(), self.cur_pos, None))
+                ring_room(f, self.cur_pos, len)?;
+                return Ok((f.clone(), self.cur_pos, None));
             }
             Some(f) => {
                 let remaining = size - self.cur_pos;
                 if self.cur_pos < size {
+                    ring_room(f, self.cur_pos, remaining)?;
                     if f.is_buffered() {
                         // A recycled buffer holds an older file's bytes beyond the blank; the
                         // committer copies the whole tail, which must be zero as in a file
@@ -295,7 +304,23 @@ impl CommitLog {
         rolled = rolled.or(Some(cur));
         self.cur = Some(next.clone());
         self.cur_pos = next.wrote_position();
+        ring_room(&next, self.cur_pos, len)?;
         Ok((next, self.cur_pos, rolled))
+    }
+
+    /// With a ring pool: the file the writer resumes in after a restart (recovered, written
+    /// through its mapping so far) takes a ring too, so it is not the one file written the slow
+    /// way. Full-file buffers are never attached to a file holding data (RocketMQ's rule).
+    fn attach_ring_to_current(&mut self) {
+        let (Some(wb), Some(f)) = (&self.buffers, &self.cur) else {
+            return;
+        };
+        if wb.pool.ring_size().is_none() || f.is_buffered() || self.cur_pos >= f.file_size() {
+            return;
+        }
+        if let Some(lease) = wb.pool.borrow() {
+            let _ = f.attach_write_buffer(lease);
+        }
     }
 
     /// With write buffers: a buffer for the file at `from` (see the module docs), `None` when the
@@ -565,6 +590,19 @@ impl CommitLog {
         self.sync_cursor();
         Ok(report)
     }
+}
+
+/// [`MappedFile::ring_room`] as a refusal: a failed commit means the file cannot be written.
+fn ring_room(f: &MappedFile, pos: u64, len: u64) -> Result<(), PutError> {
+    f.ring_room(pos, len).map_err(|e| {
+        PutError::new(
+            PutStatus::ServiceNotAvailable,
+            format!(
+                "cannot write the CommitLog file {}: {e}",
+                f.path().display()
+            ),
+        )
+    })
 }
 
 /// What recovery found.
@@ -1069,6 +1107,98 @@ mod write_buffer_tests {
                 b.path().display()
             );
         }
+    }
+
+    fn ringed(cl: CommitLog, rings: &Arc<TransientStorePool>) -> CommitLog {
+        cl.with_write_buffers(WriteBuffers {
+            pool: rings.clone(),
+            fast_fail: false,
+            wait: std::time::Duration::ZERO,
+            on_wait: None,
+        })
+    }
+
+    fn same_files(a: &CommitLog, b: &CommitLog) {
+        let (fa, fb) = (a.files().files(), b.files().files());
+        assert_eq!(fa.len(), fb.len());
+        for (x, y) in fa.iter().zip(fb.iter()) {
+            assert_eq!(
+                std::fs::read(x.path()).unwrap(),
+                std::fs::read(y.path()).unwrap(),
+                "{}: bytes identical to the store written through its mappings",
+                y.path().display()
+            );
+        }
+    }
+
+    #[test]
+    fn write_rings_store_identical_bytes_and_commit_before_the_ring_wraps() {
+        let plain_dir = tempfile::tempdir().unwrap();
+        let ring_dir = tempfile::tempdir().unwrap();
+        let size = 64 * 1024;
+        let mut plain = log(plain_dir.path(), size);
+        // Two pages of memory behind each 64 KiB file: records straddle the windows all along.
+        let rings = TransientStorePool::new_rings(3, size as usize, 8192).unwrap();
+        assert_eq!(rings.ring_size(), Some(8192));
+        let mut ringed = ringed(log(ring_dir.path(), size), &rings);
+        let view = ringed.view();
+        for i in 0..150u64 {
+            let m = msg("T", (i % 3) as i32, 300 + 97 * (i as usize % 18));
+            let a = plain.append(&m, i as i64).unwrap();
+            let b = ringed.append(&m, i as i64).unwrap();
+            assert_eq!(a, b, "offsets identical to the store without rings");
+            let (wrote, committed) = (ringed.max_offset().0, view.max_offset());
+            assert!(committed <= wrote);
+            let cur = ringed.files().last().unwrap();
+            let behind = wrote - committed.max(cur.file_from_offset());
+            assert!(
+                behind <= 8192,
+                "append {i}: {behind} uncommitted bytes in an 8 KiB ring"
+            );
+            // The writer commits after every message; here only now and then, so that the
+            // appends themselves must commit before the ring wraps over uncommitted bytes.
+            if i % 9 == 8 {
+                assert_eq!(view.commit(0, 0).unwrap(), wrote);
+            }
+        }
+        view.commit(0, 0).unwrap();
+        let files = ringed.files().files();
+        assert!(files.len() >= 3, "rolled across {} files", files.len());
+        assert!(files.iter().all(|f| f.is_buffered()));
+        assert_eq!(rings.available(), 2, "only the current file holds a ring");
+        assert_eq!(count_records(&view, ringed.max_offset().0), 150);
+        same_files(&plain, &ringed);
+    }
+
+    #[test]
+    fn the_file_recovered_half_written_takes_a_ring_at_its_write_position() {
+        let plain_dir = tempfile::tempdir().unwrap();
+        let ring_dir = tempfile::tempdir().unwrap();
+        let size = 64 * 1024;
+        let mut plain = log(plain_dir.path(), size);
+        let mut first = log(ring_dir.path(), size);
+        for i in 0..5 {
+            let m = msg("T", 0, 500 + i);
+            plain.append(&m, 1).unwrap();
+            first.append(&m, 1).unwrap();
+        }
+        drop(first);
+        let mut again = log(ring_dir.path(), size);
+        again.recover(true, None, |_, _| {}).unwrap();
+        // (The store seeds queue offsets from the ConsumeQueues.)
+        again.set_queue_offset("T", 0, QueueOffset(5));
+        let rings = TransientStorePool::new_rings(3, size as usize, 8192).unwrap();
+        let mut again = ringed(again, &rings);
+        let cur = again.files().last().unwrap();
+        assert!(cur.is_buffered(), "the recovered file writes into a ring");
+        assert_eq!(cur.readable_position(), again.max_offset().0);
+        for i in 5..40 {
+            let m = msg("T", 0, 500 + i);
+            assert_eq!(plain.append(&m, 1).unwrap(), again.append(&m, 1).unwrap());
+            again.view().commit(0, 0).unwrap();
+        }
+        assert_eq!(count_records(&again.view(), again.max_offset().0), 40);
+        same_files(&plain, &again);
     }
 
     #[test]

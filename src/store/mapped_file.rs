@@ -250,12 +250,49 @@ impl MappedFile {
 
     /// Owner only, before the first append: appends go to `buffer` from now on. Refused (the
     /// lease is handed back) when the file already holds data or a buffer — a file half written
-    /// through the mapping stays unbuffered, as RocketMQ leaves files loaded at start.
+    /// through the mapping stays unbuffered, as RocketMQ leaves files loaded at start. A ring
+    /// buffer (which holds no earlier bytes anyway) is taken at any write position: everything
+    /// written so far counts as committed, and appends continue in the ring.
     pub fn attach_write_buffer(&self, buffer: BufferLease) -> Result<(), BufferLease> {
-        if buffer.len() as u64 != self.file_size || self.wrote_position() != 0 {
+        let wrote = self.wrote_position();
+        let ring = buffer.ring_size().is_some();
+        if buffer.len() as u64 != self.file_size
+            || (wrote != 0 && !ring)
+            || self.write_buffer.get().is_some()
+        {
             return Err(buffer);
         }
-        self.write_buffer.set(buffer)
+        // Before the buffer is visible: a reader that sees the file buffered reads `committed`.
+        self.committed.store(wrote, Ordering::Release);
+        self.write_buffer.set(buffer)?;
+        if ring {
+            // The writer no longer faults on the mapping, only readers do, on pages the commits
+            // put in the page cache: fault-around (off under MADV_RANDOM) maps 16 at a time.
+            self.advise_filled();
+        }
+        Ok(())
+    }
+
+    /// Owner only, before writing `len` bytes at `pos` of a ring-buffered file: commits what is
+    /// published when those bytes would reach past the ring from the committed position (they
+    /// would overwrite bytes not yet in the file). A no-op for other files.
+    pub fn ring_room(&self, pos: u64, len: u64) -> io::Result<()> {
+        let Some(ring) = self.write_buffer.get().and_then(|b| b.ring_size()) else {
+            return Ok(());
+        };
+        if pos + len > self.committed.load(Ordering::Acquire) + ring as u64 {
+            self.commit(0)?;
+            if pos + len > self.committed.load(Ordering::Acquire) + ring as u64 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: {len} bytes at {pos} do not fit the {ring}-byte write ring",
+                        self.path.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Committer only: copies `buffer[committed..wrote]` into the file with positional writes

@@ -8,6 +8,7 @@ pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod reader;
 pub mod recovery;
+pub mod ring_map;
 pub mod schedule;
 pub mod status;
 pub mod store_lock;

@@ -14,6 +14,14 @@
 //! Invariants: a buffer is lent to at most one file at a time (the CAS); a lease returns its
 //! buffer exactly once (`release` consumes it, `Drop` covers every other path).
 //!
+//! Ring pools ([`TransientStorePool::new_rings`]) are ActorMQ's write path when
+//! `transientStorePoolEnable` is off: the same leases, but each buffer is a
+//! [`RingMap`] — a file-sized span over a few MiB of memory — and the CommitLog writer commits
+//! it itself after every batch (and before the ring would wrap over uncommitted bytes). The writer
+//! then never writes through the file's mapping, so flushing the file never write-protects the
+//! writer's pages (`msync`'s per-page `folio_mkclean`, a TLB shootdown each, was the whole tail of
+//! a send's latency), and the writer never page-faults (the ring stays resident).
+//!
 //! `mlock` (RocketMQ locks every buffer at start) is deliberately not done: it would commit
 //! `size × file size` bytes of RAM up front (5 GiB by default) and usually fails against
 //! `RLIMIT_MEMLOCK` anyway; the buffers are never swapped on a machine without swap, and a page
@@ -25,6 +33,8 @@ use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::ring_map::RingMap;
+
 /// Below this share of free buffers, borrowing logs a warning (RocketMQ warns under 40 %).
 const WARN_FREE_PERCENT: usize = 40;
 
@@ -33,12 +43,29 @@ pub struct TransientStorePool {
     buffers: Vec<Buffer>,
     /// Buffers currently lent out (for the low-water warning and metrics).
     borrowed: AtomicUsize,
+    /// Ring pools: memory behind each buffer.
+    ring: Option<usize>,
 }
 
 struct Buffer {
-    /// Anonymous mapping: page aligned, zero on first touch, committed lazily.
-    map: MmapRaw,
+    map: Backing,
     free: AtomicBool,
+}
+
+enum Backing {
+    /// Anonymous mapping: page aligned, zero on first touch, committed lazily.
+    Anon(MmapRaw),
+    /// A file-sized span over a small ring of memory (ring pools).
+    Ring(RingMap),
+}
+
+impl Backing {
+    fn as_mut_ptr(&self) -> *mut u8 {
+        match self {
+            Backing::Anon(m) => m.as_mut_ptr(),
+            Backing::Ring(r) => r.as_mut_ptr(),
+        }
+    }
 }
 
 impl std::fmt::Debug for TransientStorePool {
@@ -65,7 +92,7 @@ impl TransientStorePool {
         let mut buffers = Vec::with_capacity(count);
         for _ in 0..count {
             buffers.push(Buffer {
-                map: MmapRaw::from(MmapOptions::new().len(buffer_size).map_anon().map_err(
+                map: Backing::Anon(MmapRaw::from(MmapOptions::new().len(buffer_size).map_anon().map_err(
                     |e| {
                         io::Error::new(
                             e.kind(),
@@ -75,7 +102,7 @@ impl TransientStorePool {
                             ),
                         )
                     },
-                )?),
+                )?)),
                 free: AtomicBool::new(true),
             });
         }
@@ -83,7 +110,49 @@ impl TransientStorePool {
             buffer_size,
             buffers,
             borrowed: AtomicUsize::new(0),
+            ring: None,
         }))
+    }
+
+    /// A ring pool (module docs): `count` buffers of `buffer_size` bytes of address space, each
+    /// backed by `ring` bytes of memory (rounded up to pages, at most `buffer_size`).
+    pub fn new_rings(
+        count: usize,
+        buffer_size: usize,
+        ring: usize,
+    ) -> io::Result<Arc<TransientStorePool>> {
+        if count == 0 || buffer_size == 0 || ring == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{count} write rings of {ring} bytes for {buffer_size}-byte files"),
+            ));
+        }
+        let mut buffers = Vec::with_capacity(count);
+        let mut ring_bytes = ring;
+        for _ in 0..count {
+            let r = RingMap::new(buffer_size, ring).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("mapping a CommitLog write ring ({ring} bytes): {e}"),
+                )
+            })?;
+            ring_bytes = r.ring();
+            buffers.push(Buffer {
+                map: Backing::Ring(r),
+                free: AtomicBool::new(true),
+            });
+        }
+        Ok(Arc::new(TransientStorePool {
+            buffer_size,
+            buffers,
+            borrowed: AtomicUsize::new(0),
+            ring: Some(ring_bytes),
+        }))
+    }
+
+    /// Ring pools: the bytes of memory behind each buffer (module docs).
+    pub fn ring_size(&self) -> Option<usize> {
+        self.ring
     }
 
     pub fn buffer_size(&self) -> usize {
@@ -106,7 +175,8 @@ impl TransientStorePool {
             {
                 let lent = self.borrowed.fetch_add(1, Ordering::AcqRel) + 1;
                 let free = self.buffers.len() - lent;
-                if free * 100 < self.buffers.len() * WARN_FREE_PERCENT {
+                // A ring pool has a buffer or two in use at every roll; nothing to warn about.
+                if self.ring.is_none() && free * 100 < self.buffers.len() * WARN_FREE_PERCENT {
                     tracing::warn!(
                         free,
                         total = self.buffers.len(),
@@ -135,6 +205,10 @@ impl TransientStorePool {
         let Some(b) = self.buffers.get(idx) else {
             return false;
         };
+        // A ring's pages are populated when it is made; there is nothing more to fault in.
+        if matches!(b.map, Backing::Ring(_)) {
+            return true;
+        }
         let start = start.min(self.buffer_size) & !4095;
         let len = len.min(self.buffer_size - start);
         if len == 0 {
@@ -207,6 +281,10 @@ impl BufferLease {
     }
     pub fn is_released(&self) -> bool {
         self.returned.load(Ordering::Acquire)
+    }
+    /// A ring buffer's memory size: positions this far apart share their bytes.
+    pub fn ring_size(&self) -> Option<usize> {
+        self.pool.ring
     }
 }
 

@@ -11,6 +11,12 @@
 //! into the files and wakes reput and the flusher; in SYNC_FLUSH the `GroupCommitter` commits
 //! right before each fdatasync. Readers, dispatch and pulls see committed bytes only.
 //!
+//! Without write buffers (the default) the writer appends into write rings (a ring pool of the
+//! `TransientStorePool`, a few MiB of memory behind each file-sized buffer) and commits them with
+//! `pwrite` itself after every batch, before it acknowledges or wakes anyone: readers see the
+//! bytes as soon as with a write through the mapping, but the mapping is never written, so a
+//! flush never stalls the process with write-protect faults and TLB shootdowns.
+//!
 //! Start order: load and recover ConsumeQueues → recover the CommitLog (cut a torn tail) → cut
 //! ConsumeQueue units beyond it → seed the writer's queue-offset table from ConsumeQueue max
 //! offsets → start builders, reput (from the ConsumeQueues' max physical offset) and wait until
@@ -64,6 +70,18 @@ use schedule::{GetDelayOffsets, PersistDelayOffsets, ScheduleDelivery};
 use state::StoreState;
 use wake::Waker;
 use writer::{AppendBatch, AppendMessage, AppendProducerBatch, CommitLogWriter};
+
+/// Write rings when `transientStorePoolEnable` is off: one for the file being written, one for
+/// the next (taken at the roll, before the old one is committed and given back), one spare.
+const WRITE_RINGS: usize = 3;
+
+/// Memory behind each write ring: 16 MiB, or room for two of the largest records when
+/// `maxMessageSize` is raised (a record must never reach past the ring from the committed
+/// position, and the writer commits at most once per record to ensure it).
+fn write_ring_bytes(max_message_size: usize) -> usize {
+    let largest = max_message_size + actormq_core::store::commit_log::RECORD_HEADROOM;
+    (16 << 20).max(2 * largest)
+}
 
 /// Everything the store runtime needs, in its own units (built from [`StoreConfig`]).
 #[derive(Clone, Debug)]
@@ -262,10 +280,27 @@ impl Store {
         cqs.recover()?;
         let files = MappedFileQueue::load(&params.commit_log_dir, params.commit_log_file_size)?;
         let buffered = params.transient_store_pool_size > 0;
-        // With write buffers the writer never touches a new file's mapping (the committer writes
-        // it with pwrite): pre-faulting it would only dirty pages for the first fdatasync to
-        // write back.
-        let warm = if params.warm_mapped_files && !buffered {
+        // Without write buffers the writer appends into write rings and commits them itself
+        // (see `WRITE_RINGS`); only if rings cannot be had does it write through the mappings.
+        let rings = if buffered {
+            None
+        } else {
+            match TransientStorePool::new_rings(
+                WRITE_RINGS,
+                params.commit_log_file_size as usize,
+                write_ring_bytes(params.max_message_size),
+            ) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no CommitLog write rings; writing through the file mappings");
+                    None
+                }
+            }
+        };
+        // With write buffers or rings the writer never touches a new file's mapping (commits
+        // write it with pwrite): pre-faulting it would only dirty pages for the first fdatasync
+        // to write back.
+        let warm = if params.warm_mapped_files && !buffered && rings.is_none() {
             Warm::Populate
         } else {
             Warm::No
@@ -549,9 +584,20 @@ impl Store {
                 on_wait,
             });
         } else {
+            if let Some(rings) = &rings {
+                log = log.with_write_buffers(WriteBuffers {
+                    pool: rings.clone(),
+                    fast_fail: false,
+                    // No committer to wait for: without a free ring (only when one batch rolls
+                    // through several files) that file is written through its mapping.
+                    wait: Duration::ZERO,
+                    on_wait: None,
+                });
+            }
             after_append.push(reput_waker());
             after_append.extend(flush_waker);
         }
+        let commit_inline = rings.is_some();
         let writer_arb = arbiter();
         let writer = start_on(
             Some(&writer_arb.handle()),
@@ -562,7 +608,8 @@ impl Store {
                 after_append,
                 state.clone(),
                 sync,
-            ),
+            )
+            .committing_inline(commit_inline),
         );
         arbiters.push(writer_arb);
         let sched_arb = arbiter();

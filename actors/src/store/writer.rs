@@ -27,6 +27,7 @@ use actormq_core::store::mapped_file::MappedFile;
 use actormq_core::store::status::PutError;
 
 use super::allocator::{AllocateNext, MappedFileAllocator};
+use super::committer::commit_all;
 use super::flusher::{FlushUpTo, GroupCommitter};
 use super::state::StoreState;
 use super::wake::Waker;
@@ -82,6 +83,9 @@ pub struct CommitLogWriter {
     state: Arc<StoreState>,
     /// SYNC_FLUSH: the group committer and `syncFlushTimeout`.
     sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
+    /// Write rings (no `transientStorePoolEnable`): this writer commits after every append
+    /// message, before anything is acknowledged or woken.
+    commit_inline: bool,
 }
 
 /// `WAIT` absent or "true": the producer wants the reply after the flush (SYNC_FLUSH).
@@ -105,7 +109,14 @@ impl CommitLogWriter {
             after_append,
             state,
             sync,
+            commit_inline: false,
         }
+    }
+
+    /// Write rings: commit inline (see the field).
+    pub fn committing_inline(mut self, on: bool) -> Self {
+        self.commit_inline = on;
+        self
     }
 
     fn refused(&self) -> Option<PutError> {
@@ -131,7 +142,21 @@ impl CommitLogWriter {
         }))
     }
 
-    fn after_append(&mut self, rolled_into: Option<u64>, ctx: &mut Context<Metered<Self>>) {
+    /// After an append message: commit (write rings), then publish the store time — in that
+    /// order, so a flusher that reads the time finds the records it covers committed — then
+    /// prepare the next file after a roll and wake the dispatch and flush actors.
+    fn after_append(
+        &mut self,
+        now: i64,
+        rolled_into: Option<u64>,
+        ctx: &mut Context<Metered<Self>>,
+    ) {
+        if self.commit_inline {
+            // A failure has turned the store read-only with the reason (as a failed flush does);
+            // the bytes stay in the ring and later appends are refused.
+            let _ = commit_all(&self.log.view(), &self.state, 0);
+        }
+        self.state.last_store_ts.store(now, Ordering::Release);
         if let Some(from) = rolled_into {
             self.request_next(from + self.log.config().file_size, ctx);
         }
@@ -188,8 +213,7 @@ impl Serve<AppendMessage> for CommitLogWriter {
             Ok(ok) => ok,
             Err(e) => return MaybeLater::Now(Err(e)),
         };
-        self.state.last_store_ts.store(now, Ordering::Release);
-        self.after_append(ok.rolled_into, ctx);
+        self.after_append(now, ok.rolled_into, ctx);
         match self.flush_wait(ok.end_offset().0).filter(|_| waits(&msg.0)) {
             None => MaybeLater::Now(Ok(ok)),
             Some(wait) => MaybeLater::Later(Box::pin(async move {
@@ -232,8 +256,7 @@ impl Serve<AppendBatch> for CommitLogWriter {
                 r
             })
             .collect();
-        self.state.last_store_ts.store(now, Ordering::Release);
-        self.after_append(rolled, ctx);
+        self.after_append(now, rolled, ctx);
         match self.flush_wait(wait_end).filter(|_| wait_end > 0) {
             None => MaybeLater::Now(out),
             Some(wait) => MaybeLater::Later(Box::pin(async move {
@@ -269,8 +292,7 @@ impl Serve<AppendProducerBatch> for CommitLogWriter {
             Ok(ok) => ok,
             Err(e) => return MaybeLater::Now(Err(e)),
         };
-        self.state.last_store_ts.store(now, Ordering::Release);
-        self.after_append(ok.rolled_into, ctx);
+        self.after_append(now, ok.rolled_into, ctx);
         let wants = msg.0.first().is_some_and(waits);
         match self.flush_wait(ok.end_offset().0).filter(|_| wants) {
             None => MaybeLater::Now(Ok((ok, offsets))),

@@ -1,0 +1,157 @@
+//! `RingMap`: a long run of virtual memory backed by a short ring of physical pages — the write
+//! buffer of a CommitLog file when `transientStorePoolEnable` is off (see
+//! [`TransientStorePool::new_rings`](super::transient_pool::TransientStorePool::new_rings)).
+//!
+//! What it owns: one `memfd` of `ring` bytes, mapped shared at every `ring`-sized window of a
+//! reserved span of `len` bytes. Byte `p` of the span *is* byte `p % ring` of the memfd, so a
+//! buffer indexed by a file position (what `MappedFile` and the writer expect of a write buffer)
+//! costs `ring` bytes of memory, not a file's worth, and a record that straddles a window boundary
+//! is still contiguous in virtual memory (the next window starts over at the memfd's first byte).
+//!
+//! The rule that makes the aliasing safe is the user's: bytes `[committed, wrote)` must span at
+//! most `ring` bytes, or the writer overwrites bytes not yet copied into the file. The CommitLog
+//! writer commits before it would cross that line (`MappedFile::ring_room`), and after every batch.
+//!
+//! The ring's pages are populated at creation and stay resident (the memfd keeps them): the writer
+//! never takes a page fault on them, whatever the file position.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+const PAGE: usize = 4096;
+
+pub struct RingMap {
+    base: *mut u8,
+    len: usize,
+    ring: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; who writes which bytes is decided by
+// the lease protocol of the pool and the positions of `MappedFile`.
+unsafe impl Send for RingMap {}
+// SAFETY: as above.
+unsafe impl Sync for RingMap {}
+
+impl RingMap {
+    /// Maps `len` bytes (rounded up to pages) backed by a ring of `ring` bytes (rounded up to
+    /// pages, at most the span).
+    pub fn new(len: usize, ring: usize) -> io::Result<RingMap> {
+        let len = len.max(1).next_multiple_of(PAGE);
+        let ring = ring.max(1).next_multiple_of(PAGE).min(len);
+        // SAFETY: plain syscalls; every result is checked, and the fd is owned right away.
+        let fd = unsafe { libc::memfd_create(c"actormq-write-ring".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: plain syscall on our fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), ring as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Reserve the span first (no access, no memory), then lay the windows over it.
+        // SAFETY: a fresh anonymous mapping at an address of the kernel's choice.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let map = RingMap {
+            base: base.cast(),
+            len,
+            ring,
+        };
+        let mut off = 0;
+        while off < len {
+            let w = ring.min(len - off);
+            // SAFETY: MAP_FIXED over a part of the span reserved above (owned by `map`, which
+            // unmaps the whole span on drop, error paths included).
+            let p = unsafe {
+                libc::mmap(
+                    map.base.add(off).cast(),
+                    w,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            off += ring;
+        }
+        // Every page of the ring present now: the writer never faults on it. Best effort (an
+        // older kernel without POPULATE_WRITE faults the pages on first use instead).
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: advice on the first window, inside the span.
+        unsafe { libc::madvise(map.base.cast(), ring, MADV_POPULATE_WRITE) };
+        // The windows keep the memfd alive; the fd itself is no longer needed.
+        drop(fd);
+        Ok(map)
+    }
+
+    pub fn as_mut_ptr(&self) -> *mut u8 {
+        self.base
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes of memory behind the span: how far apart two positions may be before they alias.
+    pub fn ring(&self) -> usize {
+        self.ring
+    }
+}
+
+impl Drop for RingMap {
+    fn drop(&mut self) {
+        // SAFETY: the span was mapped by `new` and nothing refers to it after drop (leases hold
+        // the pool, which holds this map).
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_a_ring_apart_are_the_same_byte_and_a_straddling_write_is_contiguous() {
+        let m = RingMap::new(10 * PAGE, 4 * PAGE).unwrap();
+        assert_eq!((m.len(), m.ring()), (10 * PAGE, 4 * PAGE));
+        // SAFETY: the span is `len` bytes of writable memory owned by the test.
+        let s = unsafe { std::slice::from_raw_parts_mut(m.as_mut_ptr(), m.len()) };
+        s[5] = 1;
+        assert_eq!((s[4 * PAGE + 5], s[8 * PAGE + 5]), (1, 1));
+        // A write across the window boundary at 4 pages lands at the ring's end and start.
+        s[4 * PAGE - 2..4 * PAGE + 2].copy_from_slice(&[7, 8, 9, 10]);
+        assert_eq!(&s[4 * PAGE - 2..4 * PAGE], &[7, 8]);
+        assert_eq!(&s[..2], &[9, 10]);
+        assert_eq!(
+            &s[8 * PAGE..8 * PAGE + 2],
+            &[9, 10],
+            "the last (partial) window too"
+        );
+    }
+
+    #[test]
+    fn a_ring_larger_than_the_span_is_the_span() {
+        let m = RingMap::new(3 * PAGE + 1, 64 * PAGE).unwrap();
+        assert_eq!((m.len(), m.ring()), (4 * PAGE, 4 * PAGE));
+        // SAFETY: as above.
+        let s = unsafe { std::slice::from_raw_parts_mut(m.as_mut_ptr(), m.len()) };
+        s[4 * PAGE - 1] = 3;
+        assert_eq!(s[..4 * PAGE - 1].iter().filter(|&&b| b != 0).count(), 0);
+    }
+}
