@@ -145,17 +145,23 @@ impl CommitLogWriter {
     /// After an append message: commit (write rings), then publish the store time — in that
     /// order, so a flusher that reads the time finds the records it covers committed — then
     /// prepare the next file after a roll and wake the dispatch and flush actors.
+    ///
+    /// `Err` when the inline commit failed: the records are in the ring but not in the file, so
+    /// they must not be acknowledged (nor are they ever read: readers see committed bytes). The
+    /// store has turned read-only with the reason, as after a failed flush.
     fn after_append(
         &mut self,
         now: i64,
         rolled_into: Option<u64>,
         ctx: &mut Context<Metered<Self>>,
-    ) {
-        if self.commit_inline {
-            // A failure has turned the store read-only with the reason (as a failed flush does);
-            // the bytes stay in the ring and later appends are refused.
-            let _ = commit_all(&self.log.view(), &self.state, 0);
-        }
+    ) -> Result<(), PutError> {
+        let committed = if self.commit_inline {
+            commit_all(&self.log.view(), &self.state, 0)
+                .map(|_| ())
+                .map_err(|e| PutError::new(PutStatus::ServiceNotAvailable, e.to_string()))
+        } else {
+            Ok(())
+        };
         self.state.last_store_ts.store(now, Ordering::Release);
         if let Some(from) = rolled_into {
             self.request_next(from + self.log.config().file_size, ctx);
@@ -164,6 +170,7 @@ impl CommitLogWriter {
         for w in &self.after_append {
             w.wake();
         }
+        committed
     }
 
     /// Asks the allocator for the file at `from` (and it prepares the one after), without
@@ -213,7 +220,9 @@ impl Serve<AppendMessage> for CommitLogWriter {
             Ok(ok) => ok,
             Err(e) => return MaybeLater::Now(Err(e)),
         };
-        self.after_append(now, ok.rolled_into, ctx);
+        if let Err(e) = self.after_append(now, ok.rolled_into, ctx) {
+            return MaybeLater::Now(Err(e));
+        }
         match self.flush_wait(ok.end_offset().0).filter(|_| waits(&msg.0)) {
             None => MaybeLater::Now(Ok(ok)),
             Some(wait) => MaybeLater::Later(Box::pin(async move {
@@ -256,7 +265,10 @@ impl Serve<AppendBatch> for CommitLogWriter {
                 r
             })
             .collect();
-        self.after_append(now, rolled, ctx);
+        let out = match self.after_append(now, rolled, ctx) {
+            Ok(()) => out,
+            Err(e) => out.into_iter().map(|r| r.and(Err(e.clone()))).collect(),
+        };
         match self.flush_wait(wait_end).filter(|_| wait_end > 0) {
             None => MaybeLater::Now(out),
             Some(wait) => MaybeLater::Later(Box::pin(async move {
@@ -292,7 +304,9 @@ impl Serve<AppendProducerBatch> for CommitLogWriter {
             Ok(ok) => ok,
             Err(e) => return MaybeLater::Now(Err(e)),
         };
-        self.after_append(now, ok.rolled_into, ctx);
+        if let Err(e) = self.after_append(now, ok.rolled_into, ctx) {
+            return MaybeLater::Now(Err(e));
+        }
         let wants = msg.0.first().is_some_and(waits);
         match self.flush_wait(ok.end_offset().0).filter(|_| wants) {
             None => MaybeLater::Now(Ok((ok, offsets))),
