@@ -342,10 +342,15 @@ impl ExtFields {
     /// buffer (numbers in a response header), no intermediate `String`.
     pub fn insert_display(&mut self, key: &str, value: impl std::fmt::Display) {
         use std::fmt::Write as _;
-        let at = self.position(key);
-        let e = self.append_with(key, |t| {
+        self.insert_with(key, |t| {
             let _ = write!(t, "{value}");
         });
+    }
+
+    /// Inserts (or replaces) `key` with the text `write` appends — no intermediate `String`.
+    pub fn insert_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
+        let at = self.position(key);
+        let e = self.append_with(key, write);
         self.place(at, e);
     }
 

@@ -35,6 +35,32 @@ trait Field: Sized {
     fn render(&self, name: &str, ext: &mut ExtFields);
 }
 
+/// A scalar's wire text, written straight into the header buffer: integers by `itoa`, not the
+/// `fmt` machinery (every SEND reply renders two of them).
+trait WireText {
+    fn write_wire(&self, out: &mut String);
+}
+impl WireText for String {
+    fn write_wire(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+impl WireText for bool {
+    fn write_wire(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
+    }
+}
+macro_rules! int_wire_text {
+    ($($ty:ty),*) => {$(
+        impl WireText for $ty {
+            fn write_wire(&self, out: &mut String) {
+                out.push_str(itoa::Buffer::new().format(*self));
+            }
+        }
+    )*};
+}
+int_wire_text!(i32, i64);
+
 macro_rules! scalar_fields {
     ($($ty:ty => $parse:expr, empty_is_absent: $empty_absent:expr;)*) => {$(
         impl Field for $ty {
@@ -45,7 +71,7 @@ macro_rules! scalar_fields {
                 None
             }
             fn render(&self, name: &str, ext: &mut ExtFields) {
-                ext.insert_display(name, self);
+                ext.insert_with(name, |t| self.write_wire(t));
             }
         }
         impl Field for Option<$ty> {
@@ -61,7 +87,7 @@ macro_rules! scalar_fields {
             }
             fn render(&self, name: &str, ext: &mut ExtFields) {
                 if let Some(v) = self {
-                    ext.insert_display(name, v);
+                    ext.insert_with(name, |t| v.write_wire(t));
                 }
             }
         }

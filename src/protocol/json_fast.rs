@@ -26,15 +26,19 @@ struct Scan<'a> {
 /// A string literal's plain run: the text up to its closing quote, a backslash or a raw control
 /// character (which ends it), as `str`; `None` if the input ends first or the run is not UTF-8.
 fn plain_run(b: &[u8]) -> Option<&str> {
-    let mut ascii = true;
-    let end = b.iter().position(|&c| {
-        ascii &= c < 0x80;
-        c == b'"' || c == b'\\' || c < 0x20
-    })?;
+    // memchr2 scans with SIMD; the two checks below are branch-free folds the compiler
+    // vectorizes too — three fast passes over a run of some tens of bytes instead of one
+    // byte-at-a-time loop (the header scan was the largest cost of a SEND on the connection
+    // thread). A raw control character before the end makes both callers give up (`None`),
+    // exactly as when it ended the run.
+    let end = memchr::memchr2(b'"', b'\\', b)?;
     let run = b.get(..end)?;
-    if ascii {
-        // SAFETY: every byte of `run` is below 0x80 (checked in the scan above), and ASCII is
-        // valid UTF-8. Header text is nearly always ASCII; this skips a second pass over it.
+    if run.iter().fold(false, |bad, &c| bad | (c < 0x20)) {
+        return None;
+    }
+    if run.iter().fold(true, |ascii, &c| ascii & (c < 0x80)) {
+        // SAFETY: every byte of `run` is below 0x80 (checked just above), and ASCII is valid
+        // UTF-8. Header text is nearly always ASCII; this skips the UTF-8 validation.
         Some(unsafe { std::str::from_utf8_unchecked(run) })
     } else {
         std::str::from_utf8(run).ok()
@@ -125,10 +129,10 @@ impl<'a> Scan<'a> {
                         // pairs are left to serde (`char::from_u32` refuses a lone surrogate).
                         b'u' => {
                             let hex = self.b.get(self.i + 2..self.i + 6)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return None;
+                            let mut v = 0u32;
+                            for &h in hex {
+                                v = v * 16 + char::from(h).to_digit(16)?;
                             }
-                            let v = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
                             self.i += 4;
                             char::from_u32(v)?
                         }
