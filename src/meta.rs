@@ -55,6 +55,11 @@ pub struct TopicConfig {
     pub topic_filter_type: String,
     pub topic_sys_flag: u32,
     pub order: bool,
+    /// RocketMQ 5.x topic attributes (`message.type`, `queue.type`, …): kept as read, so a
+    /// topics.json written by RocketMQ 5 loses nothing when ActorMQ rewrites it, and passed on to
+    /// the name server.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
 }
 
 impl Default for TopicConfig {
@@ -68,6 +73,7 @@ impl Default for TopicConfig {
             topic_filter_type: "SINGLE_TAG".into(),
             topic_sys_flag: 0,
             order: false,
+            attributes: BTreeMap::new(),
         }
     }
 }
@@ -260,6 +266,20 @@ mod tests {
         let java = r#"{"dataVersion":{"counter":3,"timestamp":1},"topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4,"attributes":{}}}}"#;
         let t2: TopicTable = from_java_json(java).unwrap();
         assert_eq!(t2.topic_config_table["T"], TopicConfig::new("T", 4, 4, 6));
+    }
+
+    #[test]
+    fn rocketmq_5_topic_attributes_survive_a_rewrite_of_topics_json() {
+        let java = r#"{"dataVersion":{"counter":1,"timestamp":1},"topicConfigTable":{"F":{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"F","topicSysFlag":0,"writeQueueNums":8,"attributes":{"message.type":"FIFO","queue.type":"BatchCQ"}}}}"#;
+        let t: TopicTable = from_java_json(java).unwrap();
+        let attrs = &t.topic_config_table["F"].attributes;
+        assert_eq!(attrs.get("message.type").map(String::as_str), Some("FIFO"));
+        let back: TopicTable = from_java_json(&to_json(&t)).unwrap();
+        assert_eq!(back, t, "written back with the attributes");
+        assert!(
+            !to_json(&TopicConfig::new("T", 4, 4, 6)).contains("attributes"),
+            "no attributes, no field"
+        );
     }
 
     #[test]

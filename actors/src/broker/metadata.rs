@@ -250,9 +250,17 @@ impl Serve<CreateTopic> for Metadata {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, m: CreateTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
         tracing::info!(topic = %m.0.topic_name, read = m.0.read_queue_nums, write = m.0.write_queue_nums, perm = m.0.perm, "topic created or updated");
+        let mut t = m.0;
+        if t.attributes.is_empty() {
+            // As RocketMQ 5 with no attribute modification in the request: the topic keeps the
+            // attributes it has (set by RocketMQ's tools or carried over in topics.json).
+            if let Some(old) = self.topics.topic_config_table.get(&t.topic_name) {
+                t.attributes = old.attributes.clone();
+            }
+        }
         self.topics
             .topic_config_table
-            .insert(m.0.topic_name.clone(), m.0);
+            .insert(t.topic_name.clone(), t);
         self.topics_changed()
     }
 }
@@ -384,5 +392,56 @@ impl Serve<PersistAll> for Metadata {
             &self.dir.join("subscriptionGroup.json"),
             meta::to_json(&self.groups).as_bytes(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actormq_core::clock::ManualClock;
+
+    fn settings() -> MetaSettings {
+        MetaSettings {
+            cluster: "DefaultCluster".into(),
+            broker_name: "broker-a".into(),
+            auto_create_topic: true,
+            auto_create_group: true,
+            default_topic_queue_nums: 4,
+            cluster_topic_enable: true,
+            broker_topic_enable: true,
+            offset_flush_interval: Duration::from_secs(5),
+        }
+    }
+
+    /// UPDATE_AND_CREATE_TOPIC carries no attribute modification here: as in RocketMQ 5, the
+    /// topic keeps the attributes it had (from a topics.json RocketMQ wrote), on disk too.
+    #[actix_rt::test]
+    async fn an_update_keeps_the_rocketmq_5_attributes_of_the_topic() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("topics.json"),
+            r#"{"dataVersion":{"counter":1,"timestamp":1},"topicConfigTable":{"F":{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"F","topicSysFlag":0,"writeQueueNums":8,"attributes":{"message.type":"FIFO"}}}}"#,
+        )
+        .unwrap();
+        let clock: SharedClock = Arc::new(ManualClock::new(1));
+        let meta = Metadata::load(dir.path().to_path_buf(), settings(), clock).unwrap();
+        let view = meta.view();
+        let meta = crate::metered::start_on(None, meta);
+        meta.send(CreateTopic(TopicConfig::new("F", 16, 16, 6)))
+            .await
+            .unwrap()
+            .unwrap();
+        let t = view.topic("F").expect("topic F");
+        assert_eq!((t.read_queue_nums, t.write_queue_nums), (16, 16));
+        assert_eq!(
+            t.attributes.get("message.type").map(String::as_str),
+            Some("FIFO")
+        );
+        let on_disk = std::fs::read_to_string(dir.path().join("topics.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&on_disk).unwrap();
+        assert_eq!(
+            v["topicConfigTable"]["F"]["attributes"]["message.type"], "FIFO",
+            "{on_disk}"
+        );
     }
 }

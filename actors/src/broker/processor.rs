@@ -1156,6 +1156,8 @@ impl BrokerCore {
             },
             topic_sys_flag: h.topic_sys_flag.unwrap_or(0).max(0) as u32,
             order: h.order,
+            // An update keeps the topic's attributes (`metadata::CreateTopic`).
+            attributes: Default::default(),
         };
         let meta = self.meta.clone();
         later(async move {

@@ -292,7 +292,7 @@ fn wire_topic_config(name: &str, c: &MetaTopicConfig) -> TopicConfig {
         },
         topic_sys_flag: int(c.topic_sys_flag),
         order: c.order,
-        attributes: Default::default(),
+        attributes: c.attributes.clone(),
     }
 }
 
