@@ -739,6 +739,123 @@ async fn a_deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets() {
     store.shutdown().await.unwrap();
 }
 
+/// Fills the CommitLog (1 MiB files in these tests) with `files` files' worth of 100 KiB
+/// messages to another queue, so what came before lies outside the 3 files normal recovery scans.
+async fn push_back(store: &Store, files: usize) {
+    let body = vec![b'b'; 100 * 1024];
+    for _ in 0..files * 10 {
+        store.put(msg("Bulk", 0, &body, &[])).await.unwrap();
+    }
+}
+
+/// A queue's whole ConsumeQueue directory is lost after a clean stop, and its records lie in a
+/// CommitLog file older than the 3 newest: the persisted queue table says the queue had 25 units,
+/// so it is rebuilt from the CommitLog's start with the same offsets, new sends continue at 25,
+/// and the next start of the now healthy store re-dispatches nothing.
+#[actix::test]
+async fn a_lost_consume_queue_directory_behind_the_scanned_files_is_rebuilt_with_the_same_offsets()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
+    let before = {
+        let store = open(dir.path(), &clock, tweak).await;
+        for i in 0..25u32 {
+            store
+                .put(msg("Far", 0, format!("m{i}").as_bytes(), &[]))
+                .await
+                .unwrap();
+        }
+        push_back(&store, 5).await;
+        settle(&store).await;
+        let before = all(&store, "Far", 0);
+        store.shutdown().await.unwrap();
+        before
+    };
+    assert_eq!(before.len(), 25);
+    let files = std::fs::read_dir(dir.path().join("commitlog"))
+        .unwrap()
+        .count();
+    assert!(files >= 5, "{files} CommitLog files");
+    let table = std::fs::read_to_string(dir.path().join("config/consumeQueueMaxOffsets.json"))
+        .expect("the clean stop wrote the queue table");
+    assert!(table.contains("\"Far\""), "{table}");
+    std::fs::remove_dir_all(dir.path().join("consumequeue/Far")).unwrap();
+
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        assert_eq!(
+            store.report.redispatch_bytes, store.report.commit_log_end,
+            "a queue with no unit left is rebuilt from the CommitLog's start"
+        );
+        assert_eq!(
+            all(&store, "Far", 0),
+            before,
+            "same messages at the same offsets"
+        );
+        let next = store.put(msg("Far", 0, b"after", &[])).await.unwrap();
+        assert_eq!(
+            next.queue_offset,
+            QueueOffset(25),
+            "no offset handed out twice"
+        );
+        settle(&store).await;
+        store.shutdown().await.unwrap();
+    }
+    let store = open(dir.path(), &clock, tweak).await;
+    assert_eq!(
+        store.report.redispatch_bytes, 0,
+        "a healthy store re-dispatches nothing at start"
+    );
+    assert_eq!(all(&store, "Far", 0).len(), 26);
+    store.shutdown().await.unwrap();
+}
+
+/// The queue lost only its last ConsumeQueue file, whose records lie before the 3 newest
+/// CommitLog files: only the CommitLog from the end of its last remaining unit on is read again.
+#[actix::test]
+async fn a_lost_last_consume_queue_file_is_rebuilt_from_the_queues_own_end_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    // 10 units per ConsumeQueue file.
+    let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
+    let (before, resume_at) = {
+        let store = open(dir.path(), &clock, tweak).await;
+        push_back(&store, 1).await;
+        for i in 0..25u32 {
+            store
+                .put(msg("Far", 0, format!("m{i}").as_bytes(), &[]))
+                .await
+                .unwrap();
+        }
+        push_back(&store, 4).await;
+        settle(&store).await;
+        let unit19 = store
+            .reader()
+            .consume_queues()
+            .get("Far", 0)
+            .unwrap()
+            .unit(QueueOffset(19))
+            .unwrap();
+        let before = all(&store, "Far", 0);
+        store.shutdown().await.unwrap();
+        (before, unit19.phy_offset as u64 + unit19.size as u64)
+    };
+    let last = dir.path().join("consumequeue/Far/0/00000000000000000400");
+    std::fs::remove_file(&last).unwrap();
+
+    let store = open(dir.path(), &clock, tweak).await;
+    assert_eq!(
+        store.report.commit_log_end - store.report.redispatch_bytes,
+        resume_at,
+        "re-dispatch starts right after the queue's last remaining unit"
+    );
+    assert_eq!(all(&store, "Far", 0), before);
+    let next = store.put(msg("Far", 0, b"after", &[])).await.unwrap();
+    assert_eq!(next.queue_offset, QueueOffset(25));
+    store.shutdown().await.unwrap();
+}
+
 #[actix::test]
 async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();

@@ -21,6 +21,7 @@ use arc_swap::ArcSwap;
 
 use super::mapped_file::Warm;
 use super::mapped_file_queue::{FileQueueView, MappedFileQueue};
+use super::queue_table::QueueMaxTable;
 use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
 use crate::offset::QueueOffset;
 
@@ -263,8 +264,11 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    pub fn flush(&self, least_pages: u64) -> io::Result<u64> {
-        self.files.flush(least_pages)
+    /// Flushes (spec §4.2 page rule) and returns how many units are now on disk.
+    pub fn flush(&self, least_pages: u64) -> io::Result<QueueOffset> {
+        Ok(QueueOffset(
+            self.files.flush(least_pages)? / CQ_UNIT_SIZE as u64,
+        ))
     }
 }
 
@@ -413,11 +417,25 @@ impl ConsumeQueueStore {
             .unwrap_or(0)
     }
 
-    pub fn flush(&self, least_pages: u64) -> io::Result<()> {
-        for q in self.queues.values().flat_map(|m| m.values()) {
-            q.flush(least_pages)?;
+    /// Flushes every queue; returns each queue's units now on disk — a lower bound of what a
+    /// later start finds, persisted as the [`QueueMaxTable`] recovery checks against.
+    pub fn flush(&self, least_pages: u64) -> io::Result<QueueMaxTable> {
+        let mut on_disk = QueueMaxTable::default();
+        for q in self.queues() {
+            let units = q.flush(least_pages)?;
+            on_disk.insert(&q.view.topic, q.view.queue_id, units.0);
         }
-        Ok(())
+        Ok(on_disk)
+    }
+
+    /// Every queue, in no particular order.
+    pub fn queues(&self) -> impl Iterator<Item = &ConsumeQueue> {
+        self.queues.values().flat_map(|m| m.values())
+    }
+
+    /// The queue, if it exists.
+    pub fn queue(&self, topic: &str, queue_id: i32) -> Option<&ConsumeQueue> {
+        self.queues.get(topic)?.get(&queue_id)
     }
 }
 

@@ -6,6 +6,7 @@ pub mod consume_queue;
 pub mod index_file;
 pub mod mapped_file;
 pub mod mapped_file_queue;
+pub mod queue_table;
 pub mod reader;
 pub mod recovery;
 pub mod ring_map;

@@ -4,11 +4,17 @@
 //! In: [`Dispatch`] `{from, to}` from the reput dispatcher: it walks those records itself through
 //! the CommitLog view (no per-record allocation crosses the mailbox) and appends a 20-byte unit for
 //! every non-transactional or committed record; a periodic flush tick; [`DeleteTopicQueues`] (a
-//! deleted topic). Out: the reply (done or an error), and the units become visible to readers
-//! through the ConsumeQueue table.
+//! deleted topic); [`FlushConsumeQueues`] (clean stop). Out: the reply (done or an error), and the
+//! units become visible to readers through the ConsumeQueue table.
 //!
-//! Invariant: units are appended in CommitLog order; replays of already indexed records are
-//! ignored by the ConsumeQueue's own dedup rules.
+//! After each flush that moved a queue's on-disk end, and before a deleted topic's directory goes,
+//! it rewrites the persisted queue table (`config/consumeQueueMaxOffsets.json`, see
+//! `actormq_core::store::queue_table`) atomically, so that the next start can tell a queue that
+//! lost ConsumeQueue files from one that is complete.
+//!
+//! Invariants: units are appended in CommitLog order; replays of already indexed records are
+//! ignored by the ConsumeQueue's own dedup rules; the persisted table never names more units than
+//! were flushed, nor a queue whose directory has been removed.
 
 use std::time::Duration;
 
@@ -19,6 +25,7 @@ use actormq_core::offset::QueueOffset;
 use actormq_core::store::commit_log::walk;
 use actormq_core::store::consume_queue::ConsumeQueueStore;
 use actormq_core::store::mapped_file_queue::FileQueueView;
+use actormq_core::store::queue_table::QueueMaxTable;
 use actormq_core::store::schedule::cq_tags_code;
 
 use super::reput::Dispatch;
@@ -37,6 +44,10 @@ pub struct ConsumeQueueBuilder {
     flush_least_pages: u64,
     on_arrival: Option<ArrivalHook>,
     state: Option<std::sync::Arc<super::state::StoreState>>,
+    /// Where the persisted queue table lives (`None`: not kept, e.g. in unit tests of dispatch).
+    table_path: Option<std::path::PathBuf>,
+    /// What the table file holds now, so an unchanged table is not rewritten.
+    written: QueueMaxTable,
 }
 
 /// Told, after each dispatched batch, which queues got new messages and their new max offsets
@@ -56,6 +67,33 @@ impl ConsumeQueueBuilder {
     pub fn with_state(mut self, state: std::sync::Arc<super::state::StoreState>) -> Self {
         self.state = Some(state);
         self
+    }
+
+    /// Keeps the persisted queue table at `path`; `written` is what the file holds now.
+    pub fn with_queue_table(mut self, path: std::path::PathBuf, written: QueueMaxTable) -> Self {
+        self.table_path = Some(path);
+        self.written = written;
+        self
+    }
+
+    /// Flushes every ConsumeQueue, then records what is on disk in the queue table if that
+    /// changed. The table is written only after the flush it describes, so it stays a lower
+    /// bound of the files' content even across a power loss.
+    fn flush(&mut self, least_pages: u64) -> std::io::Result<()> {
+        let on_disk = self.cqs.flush(least_pages)?;
+        self.write_table(on_disk)
+    }
+
+    fn write_table(&mut self, table: QueueMaxTable) -> std::io::Result<()> {
+        let Some(path) = &self.table_path else {
+            return Ok(());
+        };
+        if table == self.written {
+            return Ok(());
+        }
+        crate::fsutil::write_atomically(path, &table.encode())?;
+        self.written = table;
+        Ok(())
     }
 
     pub fn with_arrival_hook(mut self, hook: Option<ArrivalHook>) -> Self {
@@ -78,6 +116,8 @@ impl ConsumeQueueBuilder {
             flush_least_pages,
             on_arrival: None,
             state: None,
+            table_path: None,
+            written: QueueMaxTable::default(),
         }
     }
 }
@@ -87,14 +127,15 @@ impl Service for ConsumeQueueBuilder {
 
     fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
         ctx.run_interval(self.flush_interval, |act, _| {
-            if let Err(e) = act.inner.cqs.flush(act.inner.flush_least_pages) {
+            let least_pages = act.inner.flush_least_pages;
+            if let Err(e) = act.inner.flush(least_pages) {
                 tracing::error!(error = %e, "ConsumeQueue flush failed");
             }
         });
     }
 
     fn stopped(&mut self, _: &mut Context<Metered<Self>>) {
-        if let Err(e) = self.cqs.flush(0) {
+        if let Err(e) = self.flush(0) {
             tracing::error!(error = %e, "ConsumeQueue flush at stop failed");
         }
     }
@@ -178,6 +219,11 @@ impl Message for DeleteTopicQueues {
 impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
     type Reply = std::io::Result<usize>;
     fn serve(&mut self, m: DeleteTopicQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        // The entries go first: a crash between the two steps must not leave a table naming
+        // queues whose directory is gone, which the next start would rebuild (resurrect).
+        let mut table = self.written.clone();
+        table.remove_topic(&m.0);
+        self.write_table(table)?;
         self.cqs.delete_topic(&m.0)
     }
 }
@@ -185,6 +231,6 @@ impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
 impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, _: FlushConsumeQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        self.cqs.flush(0)
+        self.flush(0)
     }
 }

@@ -17,10 +17,13 @@
 //! bytes as soon as with a write through the mapping, but the mapping is never written, so a
 //! flush never stalls the process with write-protect faults and TLB shootdowns.
 //!
-//! Start order: load and recover ConsumeQueues → recover the CommitLog (cut a torn tail) → cut
-//! ConsumeQueue units beyond it → seed the writer's queue-offset table from ConsumeQueue max
-//! offsets → start builders, reput (from the ConsumeQueues' max physical offset) and wait until
-//! dispatch has caught up → start the flusher, the committer, the writer and schedule service.
+//! Start order: load and recover ConsumeQueues → recover the CommitLog (cut a torn tail), noting
+//! every record a ConsumeQueue lacks → cut ConsumeQueue units beyond it → plan re-dispatch: from
+//! the ConsumeQueues' max physical offset, lowered to the first record they lack and to the end of
+//! any queue shorter than the persisted queue table says or with a hole (`queue_table`) → start
+//! builders and reput, wait until dispatch has caught up → seed the writer's queue-offset table
+//! from ConsumeQueue max offsets → start the flusher, the committer, the writer and schedule
+//! service.
 //! Stop order is the reverse: refuse appends, commit everything written (write buffers), wait for
 //! dispatch, persist the builders, and end with a final flush of every file.
 
@@ -49,6 +52,7 @@ use actormq_core::store::consume_queue::ConsumeQueueStore;
 use actormq_core::store::index_file::{IndexReader, IndexStore};
 use actormq_core::store::mapped_file::Warm;
 use actormq_core::store::mapped_file_queue::MappedFileQueue;
+use actormq_core::store::queue_table::{self, QueueMaxTable, RedispatchScan};
 use actormq_core::store::reader::StoreReader;
 use actormq_core::store::schedule::{rewrite_for_delay, DelayOffsets};
 use actormq_core::store::status::{PutError, PutStatus};
@@ -326,23 +330,19 @@ impl Store {
         });
         let start_offset =
             start_file.and_then(|i| log.files().files().get(i).map(|f| f.file_from_offset()));
-        // A record whose queue offset its ConsumeQueue does not have yet (a ConsumeQueue file was
-        // lost, or the crash came before dispatch): dispatch again from the first such record.
-        let table = cqs.table();
-        let mut first_undispatched: Option<u64> = None;
+        // Where dispatch must start again: the first record a ConsumeQueue lacks (a crash before
+        // dispatch), and the end of any queue that lost units whose records lie before the scan
+        // (a lost ConsumeQueue file or directory), found against the persisted queue table
+        // without reading the rest of the CommitLog (see `queue_table`).
+        let table_path = params.root.join("config").join(queue_table::FILE_NAME);
+        let persisted = QueueMaxTable::load(&table_path).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "queue table unreadable; lost ConsumeQueue files that lie \
+                before the recovery scan are not detected at this start");
+            QueueMaxTable::default()
+        });
+        let mut scan = RedispatchScan::new(&cqs, &persisted);
         let rec = log.recover(params.check_crc_on_recover, start_file, |phy, r| {
-            let t = r.sys_flag & actormq_core::format::record::sys_flag::TRANSACTION_TYPE_MASK;
-            let takes =
-                t == 0 || t == actormq_core::format::record::sys_flag::TRANSACTION_COMMIT_TYPE;
-            if first_undispatched.is_none() && takes {
-                let max = table
-                    .get(r.topic, r.queue_id)
-                    .map(|q| q.max_offset().0)
-                    .unwrap_or(0);
-                if r.queue_offset as u64 >= max {
-                    first_undispatched = Some(phy);
-                }
-            }
+            scan.observe(phy, r)
         })?;
         if let Some(reason) = &rec.truncated_reason {
             tracing::warn!(end = rec.end.0, %reason, "CommitLog recovery cut a corrupt tail");
@@ -350,8 +350,18 @@ impl Store {
         // Units pointing beyond the recovered end refer to data that no longer exists.
         cqs.truncate_to_phy(rec.end.0)?;
         let min_cl = log.view().min_offset();
+        let plan = scan.plan(&cqs, min_cl);
+        for r in &plan.rebuilds {
+            tracing::warn!(
+                topic = %r.topic,
+                queue = r.queue_id,
+                damage = ?r.damage,
+                from = r.from,
+                "ConsumeQueue lost units; rebuilding it from the CommitLog"
+            );
+        }
         let mut reput_from = cqs.max_physic_offset();
-        for o in [first_undispatched, start_offset].into_iter().flatten() {
+        for o in [plan.from, start_offset].into_iter().flatten() {
             reput_from = reput_from.min(o);
         }
         let reput_from = reput_from.max(min_cl).min(rec.end.0);
@@ -405,7 +415,8 @@ impl Store {
                 params.cq_flush_least_pages,
             )
             .with_arrival_hook(on_arrival)
-            .with_state(state.clone()),
+            .with_state(state.clone())
+            .with_queue_table(table_path, persisted.clone()),
         );
         arbiters.push(cq_arb);
         let index_builder = match index_store {
@@ -449,6 +460,23 @@ impl Store {
             }
         }
 
+        // A rebuilt queue still short of its table entry lost records from the CommitLog too
+        // (a power loss under ASYNC_FLUSH, retention): nothing more can be brought back.
+        for r in &plan.rebuilds {
+            let now = reader
+                .consume_queues()
+                .get(&r.topic, r.queue_id)
+                .map_or(0, |q| q.max_offset().0);
+            if let Some(table) = persisted.get(&r.topic, r.queue_id).filter(|t| now < *t) {
+                tracing::error!(
+                    topic = %r.topic,
+                    queue = r.queue_id,
+                    rebuilt_to = now,
+                    table,
+                    "ConsumeQueue rebuilt short: the CommitLog no longer holds its last records"
+                );
+            }
+        }
         // The writer's queue offsets continue where the ConsumeQueues (now complete) end.
         for topic in reader.consume_queues().topics() {
             for q in reader.consume_queues().queues_of(&topic) {
