@@ -13,10 +13,14 @@
 //!   (`MappedFile::flush`) when the damage lies after it;
 //! * every record below the recovered end decodes with the body CRC checked, and nothing at or
 //!   past it is served (not by the view, not by `walk`);
-//! * after the CommitLog is cut, no ConsumeQueue unit points at or past the cut.
+//! * after the CommitLog is cut, no ConsumeQueue unit points at or past the cut;
+//! * a cut is final: `MappedFileQueue::truncate_dirty` zeroes the tail of the file it cuts
+//!   (`MappedFile::cut_at`), so a later recovery never reads cut records or units back, even once
+//!   new appends end on an old record boundary (`a_commit_log_cut_is_not_undone_*`,
+//!   `a_consume_queue_cut_is_not_undone_*`). RocketMQ leaves those bytes in place.
 //!
-//! Open issue (two `#[ignore]`d tests below): a cut only moves positions, the bytes past it stay;
-//! a later recovery can read them back as records / units (`a_*_cut_is_not_undone_*`).
+//! Which ConsumeQueues lost units whose records lie before the scanned files is decided against
+//! the persisted queue table, in `queue_table`.
 //!
 //! Known limit (the RocketMQ format's, not this code's): BODYCRC covers the body only. A flip in a
 //! header field that no length depends on (queue id, offsets, timestamps, host IPs) or inside the
@@ -642,9 +646,9 @@ mod tests {
         drop(cl);
         let mut cl = open_log(&img.cl_dir(), img.file_size);
         let rep = cl.recover(true, Some(0), |_, _| {}).unwrap();
-        // `>=`, not `==`: the cut tail was not zeroed, so stale bytes follow the new record (see
-        // `a_commit_log_cut_is_not_undone_by_the_next_recovery`).
-        assert!(rep.end >= ok.end_offset());
+        // Exactly there: whatever a cut removed was zeroed, so nothing stale follows the new record
+        // (see `a_commit_log_cut_is_not_undone_by_the_next_recovery`).
+        assert_eq!(rep.end, ok.end_offset());
         let again = cl
             .view()
             .read(ok.phy_offset.0, ok.wrote_bytes as usize)
@@ -994,8 +998,8 @@ mod tests {
         // The ConsumeQueue lagged: its units stop after message 20 (as if dispatch was behind).
         let cq_last = 20usize;
         let cq_ts = T0 + cq_last as i64 * TS_STEP;
-        // (Rebuilt from scratch: cutting it with truncate_to_phy would not be durable, see
-        // `a_consume_queue_cut_is_not_undone_by_the_next_recovery`.)
+        // (Written from scratch with the first 21 units only: a ConsumeQueue as dispatch had left
+        // it, not one cut by an earlier recovery.)
         std::fs::remove_dir_all(img.cq_dir()).unwrap();
         {
             let mut cq = ConsumeQueueStore::load(&img.cq_dir(), CQ_FILE).unwrap();
@@ -1066,9 +1070,9 @@ mod tests {
 
     /// A recovery cut must be final: the bytes after it were judged not to be part of the log
     /// (and the ConsumeQueues were cut to match), so a later recovery must never read them back.
-    /// `MappedFileQueue::truncate_dirty` only moves the positions ("tail bytes are not zeroed,
-    /// new writes overwrite them"); when a new record ends exactly where an old one began, the
-    /// old records after it come back at the next recovery.
+    /// RocketMQ's `truncateDirtyFiles` only moves the positions ("tail bytes are not zeroed, new
+    /// writes overwrite them"): when a new record ends exactly where an old one began, the old
+    /// records after it would come back. Ours zeroes the cut tail; this pins it.
     #[test]
     fn a_commit_log_cut_is_not_undone_by_the_next_recovery() {
         let dir = tempfile::tempdir().unwrap();
@@ -1115,9 +1119,9 @@ mod tests {
         );
     }
 
-    /// The same for ConsumeQueues: `truncate_to_phy` moves positions only, so units past the cut
-    /// of a queue that receives nothing new are found valid again by the next `recover()`, and —
-    /// once the CommitLog has grown past them — they point into other records.
+    /// The same for ConsumeQueues: were `truncate_to_phy` to move positions only, units past the
+    /// cut of a queue that receives nothing new would be found valid again by the next
+    /// `recover()` and — once the CommitLog has grown past them — point into other records.
     #[test]
     fn a_consume_queue_cut_is_not_undone_by_the_next_recovery() {
         let dir = tempfile::tempdir().unwrap();
