@@ -1198,3 +1198,49 @@ async fn a_failed_write_ring_commit_is_refused_and_never_served() {
     let served: Vec<_> = all(&store, "T", 0).into_iter().map(|(_, b)| b).collect();
     assert_eq!(served, vec![b"kept".to_vec()]);
 }
+
+/// A clean stop whose final commit keeps failing (the CommitLog file's descriptor is swapped for a
+/// read-only one, so every `pwrite` fails with EBADF): the stop still completes, then reports the
+/// failure after its bounded retries, and nothing it could not commit became readable.
+#[actix::test]
+async fn a_clean_stop_retries_a_failing_final_commit_then_reports_it() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| {
+        p.commit_log_file_size = 64 * 1024;
+        pooled(p, 2);
+    })
+    .await;
+    for i in 0..3u32 {
+        store
+            .put(msg("Stop", 0, format!("m{i}").as_bytes(), &[]))
+            .await
+            .unwrap();
+    }
+    assert!(store.max_wrote_offset().0 > 0);
+    assert_eq!(store.max_offset(), PhyOffset(0), "written, not committed");
+    let file = store.reader().commit_log().files()[0].clone();
+    let ro = std::fs::File::open(file.path()).unwrap();
+    // SAFETY: dup2 onto a descriptor the store owns and keeps open; only its target changes.
+    assert!(unsafe { libc::dup2(ro.as_raw_fd(), file.as_raw_fd()) } >= 0);
+
+    let e = store.shutdown().await.unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("the final commit failed after 10 attempts"),
+        "{text}"
+    );
+    assert!(text.contains("committing CommitLog bytes"), "{text}");
+    assert_eq!(store.max_offset(), PhyOffset(0), "nothing was committed");
+    let why = store
+        .state()
+        .read_only
+        .load_full()
+        .expect("the failed commit is recorded");
+    assert!(why.contains("committing CommitLog bytes"), "{why}");
+    assert!(
+        std::fs::read(file.path()).unwrap().iter().all(|&b| b == 0),
+        "no byte reached the file"
+    );
+}

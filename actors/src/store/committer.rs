@@ -4,7 +4,9 @@
 //! [`commit_all`]), so exactly one actor moves the committed position in either mode.
 //!
 //! In: [`CommitWake`] (coalesced, from the writer after appends and while it waits for a
-//! buffer), a tick every `commitIntervalCommitLog`, [`CommitNow`] (clean stop). Each run commits
+//! buffer), a tick every `commitIntervalCommitLog`, [`CommitNow`] (tests), [`FinalCommit`] (clean
+//! stop: up to [`FINAL_COMMIT_ATTEMPTS`] passes until everything written is committed, as
+//! RocketMQ's CommitRealTimeService retries `commit(0)` at shutdown). Each run commits
 //! with `commitCommitLogLeastPages` pages, or with 0 once `commitCommitLogThoroughInterval` has
 //! passed since the last thorough commit. Out: when bytes moved, a wake to the reput dispatcher
 //! (committed bytes are what readers and dispatch may see) and to the flusher (which flushes only
@@ -40,6 +42,57 @@ impl Message for CommitWake {
 pub struct CommitNow;
 impl Message for CommitNow {
     type Result = std::io::Result<u64>;
+}
+
+/// Clean stop: commit everything written, retrying a failed or short pass; replies with the
+/// committed offset, or the last error once every attempt failed.
+pub struct FinalCommit;
+impl Message for FinalCommit {
+    type Result = std::io::Result<u64>;
+}
+
+/// Commit passes a clean stop makes before giving up (RocketMQ's `RETRY_TIMES_OVER`).
+pub const FINAL_COMMIT_ATTEMPTS: u32 = 10;
+/// Pause between two passes of the final commit, so a passing condition (an interrupted or
+/// briefly failing device) can clear; at most `9 × 10 ms` in all.
+const FINAL_COMMIT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// Runs `pass` until it commits up to `target`, at most `attempts` times, sleeping `backoff`
+/// between passes. Returns the committed offset, or (after the last attempt) the last error —
+/// or an error saying how far the passes got if none failed but none reached `target`.
+pub fn commit_with_retries(
+    attempts: u32,
+    backoff: Duration,
+    target: u64,
+    mut pass: impl FnMut() -> std::io::Result<u64>,
+) -> std::io::Result<u64> {
+    let mut last = Err(std::io::Error::other("no commit attempt was made"));
+    for attempt in 1..=attempts.max(1) {
+        if attempt > 1 {
+            std::thread::sleep(backoff);
+        }
+        last = match pass() {
+            Ok(c) if c >= target => {
+                if attempt > 1 {
+                    tracing::info!(attempt, committed = c, "final commit succeeded on a retry");
+                }
+                return Ok(c);
+            }
+            Ok(c) => Err(std::io::Error::other(format!(
+                "committed up to {c} of {target} written bytes"
+            ))),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &last {
+            tracing::warn!(attempt, attempts, error = %e, "final commit attempt failed");
+        }
+    }
+    last.map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("the final commit failed after {attempts} attempts: {e}"),
+        )
+    })
 }
 
 /// One commit pass over the files from the committed position on; publishes the new committed
@@ -161,6 +214,30 @@ impl Serve<CommitNow> for Committer {
     }
 }
 
+impl Serve<FinalCommit> for Committer {
+    type Reply = std::io::Result<u64>;
+    fn serve(&mut self, _: FinalCommit, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        // Tried even on a read-only store: the bytes still in the write buffers are acknowledged
+        // messages that exist nowhere else, and the stop is their last chance to reach the file.
+        // A failed pass moves nothing (see `commit_all`), so retrying is always safe.
+        let target = self.view.max_wrote_offset();
+        let r = commit_with_retries(FINAL_COMMIT_ATTEMPTS, FINAL_COMMIT_BACKOFF, target, || {
+            self.run(0)
+        });
+        if let Err(e) = &r {
+            let committed = self.state.committed.load(Ordering::Acquire);
+            tracing::error!(
+                error = %e,
+                committed,
+                wrote = target,
+                lost_bytes = target.saturating_sub(committed),
+                "write buffers not committed at stop: these messages are lost"
+            );
+        }
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +245,41 @@ mod tests {
     use actormq_core::store::mapped_file_queue::MappedFileQueue;
     use actormq_core::store::transient_pool::TransientStorePool;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn the_final_commit_retries_a_failed_pass_and_stops_at_the_first_success() {
+        let mut calls = 0;
+        let r = commit_with_retries(10, Duration::ZERO, 300, || {
+            calls += 1;
+            match calls {
+                1 => Err(std::io::Error::other("EIO")),
+                2 => Ok(100),
+                _ => Ok(300),
+            }
+        });
+        assert_eq!(r.unwrap(), 300);
+        assert_eq!(calls, 3, "a failed pass and a short pass are both retried");
+    }
+
+    #[test]
+    fn the_final_commit_gives_up_after_its_attempts_with_the_last_error() {
+        let mut calls = 0;
+        let e = commit_with_retries(FINAL_COMMIT_ATTEMPTS, Duration::ZERO, 300, || {
+            calls += 1;
+            Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!("pass {calls}"),
+            ))
+        })
+        .unwrap_err();
+        assert_eq!(calls, FINAL_COMMIT_ATTEMPTS);
+        assert_eq!(e.kind(), std::io::ErrorKind::StorageFull);
+        let text = e.to_string();
+        assert!(
+            text.contains("after 10 attempts") && text.contains("pass 10"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_commit_error_turns_the_store_read_only_and_moves_nothing() {

@@ -65,7 +65,7 @@ use actormq_core::store::recovery::{
     abnormal_recovery_min_timestamp, abnormal_recovery_start_file,
 };
 use allocator::MappedFileAllocator;
-use committer::{CommitNow, CommitWake, Committer};
+use committer::{CommitNow, CommitWake, Committer, FinalCommit};
 use cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
 use flusher::{CommitMode, FlushCore, FlushNow, FlushWake, Flusher, GroupCommitter};
 use index_builder::{FlushIndex, IndexBuilder};
@@ -825,7 +825,9 @@ impl Store {
         self.schedule.send(GetDelayOffsets).await.ok()
     }
 
-    /// Clean stop: wait for dispatch to catch up, flush everything, stop every actor.
+    /// Clean stop: refuse appends, commit the write buffers (retried), wait for dispatch to catch
+    /// up, persist the builders, flush everything, stop every actor. A final commit that still
+    /// failed is returned as the error after all of that.
     pub async fn shutdown(&self) -> std::io::Result<()> {
         // Refuse new appends first; the writer's mailbox is FIFO, so once it answers a state
         // query every append it accepted is in the CommitLog, and `end` covers all of them.
@@ -837,12 +839,23 @@ impl Store {
             Err(_) => self.max_offset(),
         };
         // Write buffers: everything written must reach the files before dispatch can see it and
-        // before the final flush (RocketMQ's commit(0) at shutdown). A failure is the shutdown's
-        // error: the store is read-only and says why.
-        if self.committer.is_some() {
-            let committed = self.commit_now().await?;
-            tracing::info!(committed, "write buffers committed");
+        // before the final flush (RocketMQ's commit(0) at shutdown, retried). If it still fails,
+        // the rest of the stop goes on — whatever was committed is dispatched, persisted and
+        // flushed — and the failure is the shutdown's error, so the abort file stays and the next
+        // start recovers abnormally.
+        let mut commit_failed = None;
+        if let Some(c) = &self.committer {
+            match c.send(FinalCommit).await.map_err(std::io::Error::other) {
+                Ok(Ok(committed)) => tracing::info!(committed, "write buffers committed"),
+                Ok(Err(e)) | Err(e) => commit_failed = Some(e),
+            }
         }
+        let end = if commit_failed.is_some() {
+            // Dispatch can only reach what was committed.
+            end.min(self.max_offset())
+        } else {
+            end
+        };
         if !self.wait_dispatched(end, Duration::from_secs(30)).await {
             tracing::warn!(
                 dispatched = self.dispatched_offset().0,
@@ -881,7 +894,8 @@ impl Store {
             }
         })
         .await
-        .map_err(std::io::Error::other)
+        .map_err(std::io::Error::other)?;
+        commit_failed.map_or(Ok(()), Err)
     }
 }
 
