@@ -557,3 +557,76 @@ fn the_exposition_reader_handles_escapes_and_bare_samples() {
     assert_eq!(s[2].labels["le"], "+Inf");
     assert!(s[2].value.is_infinite());
 }
+
+/// `remainTransientStoreBufferNumbs` of GET_BROKER_RUNTIME_INFO (as a `Map<String,String>` KVTable).
+async fn remain_buffers(c: &RemotingClient) -> String {
+    let r = call(c, RemotingCommand::new_request(rq::GET_BROKER_RUNTIME_INFO)).await;
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("KVTable JSON");
+    v["table"]["remainTransientStoreBufferNumbs"]
+        .as_str()
+        .expect("remainTransientStoreBufferNumbs in the runtime info")
+        .to_string()
+}
+
+/// With write buffers (`transientStorePoolEnable`, 3 buffers) the pool is visible where a
+/// RocketMQ user looks — `remainTransientStoreBufferNumbs` in brokerStatus — and as ActorMQ's own
+/// gauge: all 3 free before the first message, 2 once the first CommitLog file holds one.
+#[test]
+fn write_buffer_pool_is_reported_in_runtime_info_and_metrics() {
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name("pool-metrics-test".into())
+        .spawn(move || {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let broker = TestBroker::start(
+                dir.path(),
+                &[
+                    ("transientStorePoolEnable", "true"),
+                    ("transientStorePoolSize", "3"),
+                    // Small buffers (the default maxMessageSize of 4 MiB must fit a file).
+                    ("mappedFileSizeCommitLog", &(8u64 << 20).to_string()),
+                ],
+            )
+            .expect("broker starts");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("test runtime");
+            let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                rt.block_on(async move {
+                    let c = RemotingClient::connect(&b).await.expect("connect");
+                    let gauge = |p: &Page, state: &str| {
+                        p.value("actormq_transient_store_pool_buffers", &[("state", state)])
+                    };
+                    assert_eq!(remain_buffers(&c).await, "3");
+                    let page = scrape(&m).await;
+                    assert_eq!(gauge(&page, "available"), 3.0, "{}", page.text);
+                    assert_eq!(gauge(&page, "total"), 3.0);
+                    let r = call(&c, send_request(0, b"pooled".to_vec())).await;
+                    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+                    assert_eq!(remain_buffers(&c).await, "2");
+                    let page = scrape(&m).await;
+                    assert_eq!(gauge(&page, "available"), 2.0, "{}", page.text);
+                    assert_eq!(gauge(&page, "total"), 3.0);
+                })
+            }));
+            rt.shutdown_timeout(Duration::from_secs(5));
+            broker.stop();
+            let _ = tx.send(outcome);
+        })
+        .expect("spawn the test thread");
+    match rx.recv_timeout(TEST_LIMIT) {
+        Ok(Ok(())) => {
+            let _ = worker.join();
+        }
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        // The worker panicked outside the guarded body (the broker did not start).
+        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => panic!("the test thread ended without an outcome"),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("did not finish within {TEST_LIMIT:?}"),
+    }
+}

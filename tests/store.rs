@@ -1199,6 +1199,64 @@ async fn a_failed_write_ring_commit_is_refused_and_never_served() {
     assert_eq!(served, vec![b"kept".to_vec()]);
 }
 
+/// `fastFailIfNoBufferInStorePool=true`, one write buffer, held by a file that is full but not
+/// committed yet: the append that needs the next file is refused with CREATE_MAPEDFILE_FAILED and a
+/// remark naming the pool, consumes no queue offset, and the next append succeeds once the
+/// committer has given the buffer back.
+#[actix::test]
+async fn fast_fail_refuses_an_append_without_a_free_write_buffer_until_one_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let file_size = 64 * 1024;
+    let store = open(dir.path(), &clock, |p| {
+        p.commit_log_file_size = file_size;
+        pooled(p, 1);
+        p.fast_fail_no_buffer = true;
+    })
+    .await;
+    let pool = store.write_buffer_pool().unwrap().clone();
+    // Three 20 KiB messages fill most of the first file (its one buffer).
+    let body = vec![b'p'; 20 * 1024];
+    for i in 0..3 {
+        let ok = store.put(msg("Pool", 0, &body, &[])).await.unwrap();
+        assert_eq!(ok.queue_offset, QueueOffset(i));
+    }
+    // The committer's mailbox is FIFO: once this answers, no wake is pending, so nothing commits
+    // (and frees the buffer) while the next append rolls.
+    store.commit_now().await.unwrap();
+    assert_eq!(pool.available(), 0, "the first file holds the only buffer");
+
+    let e = store.put(msg("Pool", 0, &body, &[])).await.unwrap_err();
+    assert_eq!(e.status, PutStatus::CreateMappedFileFailed, "{}", e.remark);
+    for needle in [
+        "TransientStorePool",
+        "transientStorePoolSize",
+        "fastFailIfNoBufferInStorePool",
+    ] {
+        assert!(e.remark.contains(needle), "{needle}: {}", e.remark);
+    }
+
+    // The full first file is committed whole: its buffer returns and appends go on.
+    store.commit_now().await.unwrap();
+    assert_eq!(
+        pool.available(),
+        1,
+        "the committed file gave its buffer back"
+    );
+    let ok = store.put(msg("Pool", 0, &body, &[])).await.unwrap();
+    assert_eq!(
+        ok.queue_offset,
+        QueueOffset(3),
+        "the refusal took no queue offset"
+    );
+    assert_eq!(ok.phy_offset, PhyOffset(file_size), "in the next file");
+    store.commit_now().await.unwrap();
+    settle(&store).await;
+    let got: Vec<QueueOffset> = all(&store, "Pool", 0).into_iter().map(|(o, _)| o).collect();
+    assert_eq!(got, (0..4).map(QueueOffset).collect::<Vec<_>>());
+    store.shutdown().await.unwrap();
+}
+
 /// A clean stop whose final commit keeps failing (the CommitLog file's descriptor is swapped for a
 /// read-only one, so every `pwrite` fails with EBADF): the stop still completes, then reports the
 /// failure after its bounded retries, and nothing it could not commit became readable.

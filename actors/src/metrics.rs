@@ -14,7 +14,11 @@
 //!   metadata snapshot, mailbox probes) and by asking the owning actors (committed offsets from
 //!   `Metadata`, connections from `ClientRegistry`): `rocketmq_processor_watermark`,
 //!   `rocketmq_storage_*`, `rocketmq_consumer_lag_messages`, `rocketmq_*_connections`,
-//!   `rocketmq_topic_number`, `rocketmq_consumer_group_number`.
+//!   `rocketmq_topic_number`, `rocketmq_consumer_group_number`; with write buffers
+//!   (`transientStorePoolEnable`, which RocketMQ 5 has no metric for) ActorMQ's own
+//!   `actormq_transient_store_pool_buffers{state="available"|"total"}` — `available` is the
+//!   `remainTransientStoreBufferNumbs` of GET_BROKER_RUNTIME_INFO, and under 40 % of `total` is
+//!   when the store logs RocketMQ's "TransientStorePool only remain N sheets" warning.
 //!
 //! Every broker metric carries RocketMQ's base labels `cluster`, `node_type="broker"` and
 //! `node_id=<brokerName>` (as constant labels: no cost per observation). The actor series are
@@ -517,6 +521,8 @@ pub struct ScrapeSources {
     pub meta: ActorRef<Metadata>,
     pub meta_view: MetaView,
     pub clients: ActorRef<ClientRegistry>,
+    /// The write-buffer pool, when `transientStorePoolEnable` is effective.
+    pub pool: Option<Arc<actormq_core::store::transient_pool::TransientStorePool>>,
 }
 
 /// Bytes used on the file system holding `path` (total − free, as Java's
@@ -630,6 +636,21 @@ impl ScrapeSources {
             )
             .with_label_values(&local)
             .set((now_ms() - ts).max(0));
+        }
+
+        if let Some(pool) = &self.pool {
+            let buffers = g.vec(
+                "actormq_transient_store_pool_buffers",
+                "Write buffers of the TransientStorePool (transientStorePoolEnable): free ones \
+                 (remainTransientStoreBufferNumbs) and all; under 40 % free the committer is behind",
+                &["state"],
+            );
+            buffers
+                .with_label_values(&["available"])
+                .set(pool.available() as i64);
+            buffers
+                .with_label_values(&["total"])
+                .set(pool.capacity() as i64);
         }
 
         let topics = self.meta_view.topics();

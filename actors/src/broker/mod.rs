@@ -220,6 +220,7 @@ pub async fn start(
         meta: meta_ref.clone(),
         meta_view: meta_view.clone(),
         clients: clients.clone(),
+        pool: store.write_buffer_pool().cloned(),
     };
     let settings = Arc::new(arc_swap::ArcSwap::from_pointee(
         ProcessorSettings::from_config(&cfg),
