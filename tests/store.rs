@@ -856,6 +856,63 @@ async fn a_lost_last_consume_queue_file_is_rebuilt_from_the_queues_own_end_only(
     store.shutdown().await.unwrap();
 }
 
+/// A deleted topic stays deleted across restarts, even though its records are still in the
+/// CommitLog files a start scans (and, after a crash, re-dispatches): a clean start does not even
+/// count them as undispatched, an abnormal one does not dispatch them; only a topic created again
+/// under the same name comes back, from its new records, at offset 0.
+#[actix::test]
+async fn a_deleted_topic_stays_deleted_after_abnormal_and_clean_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    // As after a crash: abnormal recovery re-dispatches from the first CommitLog file here (no
+    // first record is older than the checkpoint).
+    let abnormal = || async {
+        let p = StoreParams::for_tests(dir.path());
+        let store = Store::open_with(p, Arc::new(clock.clone()), None, true)
+            .await
+            .unwrap();
+        settle(&store).await;
+        store
+    };
+    {
+        let store = open(dir.path(), &clock, |_| {}).await;
+        for i in 0..5u32 {
+            store
+                .put(msg("Gone", 0, format!("old{i}").as_bytes(), &[]))
+                .await
+                .unwrap();
+        }
+        settle(&store).await;
+        assert_eq!(store.delete_topic("Gone").await.unwrap(), 1);
+        store.put(msg("Other", 0, b"x", &[])).await.unwrap();
+        settle(&store).await;
+        store.shutdown().await.unwrap();
+    }
+    {
+        let store = abnormal().await;
+        assert_eq!(store.report.redispatch_bytes, store.report.commit_log_end);
+        assert_eq!(all(&store, "Gone", 0), [], "the deleted topic came back");
+        assert!(!dir.path().join("consumequeue/Gone").exists());
+        store.shutdown().await.unwrap();
+    }
+    {
+        let store = open(dir.path(), &clock, |_| {}).await;
+        assert_eq!(
+            store.report.redispatch_bytes, 0,
+            "the deleted topic's records are not undispatched ones"
+        );
+        assert_eq!(all(&store, "Gone", 0), []);
+        let ok = store.put(msg("Gone", 0, b"new0", &[])).await.unwrap();
+        assert_eq!(ok.queue_offset, QueueOffset(0), "a new topic starts at 0");
+        settle(&store).await;
+        store.shutdown().await.unwrap();
+    }
+    let store = abnormal().await;
+    assert_eq!(all(&store, "Gone", 0), [(QueueOffset(0), b"new0".to_vec())]);
+    assert_eq!(all(&store, "Other", 0).len(), 1);
+    store.shutdown().await.unwrap();
+}
+
 #[actix::test]
 async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,7 +15,11 @@
 //! * a record met in the scanned range whose queue offset is beyond its (existing, or tabled)
 //!   queue's end is a hole whose records lie before the scan: same treatment;
 //! * the first record in the scan that its ConsumeQueue does not hold yet (a crash before
-//!   dispatch) is re-dispatched from, as before.
+//!   dispatch) is re-dispatched from, as before;
+//! * a deleted topic leaves a tombstone (the CommitLog end at deletion): its older records are
+//!   neither counted as undispatched here nor dispatched by the builder, so no restart brings
+//!   the topic back, while a topic created again under the same name is served from its new
+//!   records.
 //!
 //! Invariant: the table only ever holds a lower bound of what each ConsumeQueue has on disk — it
 //! is written with the *flushed* unit count of each queue, after that flush, and an entry goes
@@ -36,10 +40,15 @@ use crate::format::record::{sys_flag, RecordView};
 pub const FILE_NAME: &str = "consumeQueueMaxOffsets.json";
 const VERSION: u32 = 1;
 
-/// (topic, queueId) → number of units known to be on disk (the next queue offset).
+/// (topic, queueId) → number of units known to be on disk (the next queue offset), and the
+/// deleted topics: topic → CommitLog offset below which its records belong to the deleted
+/// incarnation and must never be dispatched again (RocketMQ leaves them in the CommitLog until
+/// retention; without the tombstone a restart that re-dispatches them would bring the topic
+/// back).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueMaxTable {
     topics: BTreeMap<String, BTreeMap<i32, u64>>,
+    deleted: BTreeMap<String, u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -51,9 +60,19 @@ struct Entry {
 }
 
 #[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Tombstone {
+    topic: String,
+    before_phy_offset: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct File {
     version: u32,
     queues: Vec<Entry>,
+    #[serde(default)]
+    deleted_topics: Vec<Tombstone>,
 }
 
 impl QueueMaxTable {
@@ -71,11 +90,27 @@ impl QueueMaxTable {
     pub fn get(&self, topic: &str, queue_id: i32) -> Option<u64> {
         self.topics.get(topic)?.get(&queue_id).copied()
     }
-    pub fn remove_topic(&mut self, topic: &str) {
+    /// A deleted topic: its entries go, and its records below `before_phy` (the CommitLog end
+    /// when it was deleted) are dead from now on.
+    pub fn delete_topic(&mut self, topic: &str, before_phy: u64) {
         self.topics.remove(topic);
+        let at = self.deleted.entry(topic.to_string()).or_insert(0);
+        *at = (*at).max(before_phy);
+    }
+    /// Whether the record of `topic` at CommitLog offset `phy` belongs to a deleted incarnation.
+    pub fn is_dead(&self, topic: &str, phy: u64) -> bool {
+        !self.deleted.is_empty() && self.deleted.get(topic).is_some_and(|&end| phy < end)
+    }
+    /// This table with the tombstones of `other` (a fresh table of queues carries them forward).
+    pub fn with_tombstones_of(mut self, other: &QueueMaxTable) -> QueueMaxTable {
+        for (t, &end) in &other.deleted {
+            let at = self.deleted.entry(t.clone()).or_insert(0);
+            *at = (*at).max(end);
+        }
+        self
     }
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty()
+        self.topics.is_empty() && self.deleted.is_empty()
     }
     /// Every entry, by topic then queue id.
     pub fn iter(&self) -> impl Iterator<Item = (&str, i32, u64)> {
@@ -95,6 +130,14 @@ impl QueueMaxTable {
                     max_offset,
                 })
                 .collect(),
+            deleted_topics: self
+                .deleted
+                .iter()
+                .map(|(topic, &before_phy_offset)| Tombstone {
+                    topic: topic.clone(),
+                    before_phy_offset,
+                })
+                .collect(),
         };
         serde_json::to_vec_pretty(&file).expect("plain structs serialize")
     }
@@ -107,6 +150,9 @@ impl QueueMaxTable {
         let mut t = QueueMaxTable::default();
         for e in file.queues {
             t.insert(&e.topic, e.queue_id, e.max_offset);
+        }
+        for d in file.deleted_topics {
+            t.deleted.insert(d.topic, d.before_phy_offset);
         }
         Ok(t)
     }
@@ -202,6 +248,10 @@ impl<'a> RedispatchScan<'a> {
         let t = r.sys_flag & sys_flag::TRANSACTION_TYPE_MASK;
         if t != sys_flag::TRANSACTION_NOT_TYPE && t != sys_flag::TRANSACTION_COMMIT_TYPE {
             // PREPARED and ROLLBACK records take no queue offset and have no unit.
+            return;
+        }
+        if self.persisted.is_dead(r.topic, phy) {
+            // A deleted topic's record: never dispatched again (the builder skips it too).
             return;
         }
         let mark = match self
@@ -355,8 +405,20 @@ mod tests {
         assert_eq!(back, t);
         assert_eq!(back.get("A", 0), Some(150));
         assert_eq!(back.get("A", 1), None);
-        t.remove_topic("A");
+        t.delete_topic("A", 4096);
         assert_eq!(t.iter().collect::<Vec<_>>(), [("%RETRY%g", 0, 1)]);
+        assert!(t.is_dead("A", 4095) && !t.is_dead("A", 4096) && !t.is_dead("%RETRY%g", 0));
+        std::fs::write(&path, t.encode()).unwrap();
+        assert_eq!(
+            QueueMaxTable::load(&path).unwrap(),
+            t,
+            "tombstones round-trip"
+        );
+        let fresh = QueueMaxTable::default().with_tombstones_of(&t);
+        assert!(
+            fresh.is_dead("A", 0),
+            "a fresh table carries the tombstones"
+        );
     }
 
     #[test]
@@ -455,6 +517,24 @@ mod tests {
             }]
         );
         assert_eq!(plan.from, Some(300));
+    }
+
+    #[test]
+    fn records_of_a_deleted_topic_are_not_redispatched_but_a_new_incarnation_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let cqs = store_with(dir.path(), &[(0, 3)]);
+        let mut table = QueueMaxTable::default();
+        table.delete_topic("Gone", 6000);
+        let mut scan = RedispatchScan::new(&cqs, &table);
+        observe(&mut scan, "Gone", 0, 7, 5000);
+        assert_eq!(scan.plan(&cqs, 0), RedispatchPlan::default());
+        let mut scan = RedispatchScan::new(&cqs, &table);
+        observe(&mut scan, "Gone", 0, 7, 5000);
+        // Created again after the deletion: offsets start at 0 again.
+        observe(&mut scan, "Gone", 0, 0, 6000);
+        let plan = scan.plan(&cqs, 0);
+        assert_eq!(plan.rebuilds, []);
+        assert_eq!(plan.from, Some(6000));
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! lost ConsumeQueue files from one that is complete.
 //!
 //! Invariants: units are appended in CommitLog order; replays of already indexed records are
-//! ignored by the ConsumeQueue's own dedup rules; the persisted table never names more units than
+//! ignored by the ConsumeQueue's own dedup rules; a deleted topic's records (below its tombstone
+//! in the table) are never dispatched again; the persisted table never names more units than
 //! were flushed, nor a queue whose directory has been removed.
 
 use std::time::Duration;
@@ -80,18 +81,22 @@ impl ConsumeQueueBuilder {
     /// changed. The table is written only after the flush it describes, so it stays a lower
     /// bound of the files' content even across a power loss.
     fn flush(&mut self, least_pages: u64) -> std::io::Result<()> {
-        let on_disk = self.cqs.flush(least_pages)?;
+        let on_disk = self
+            .cqs
+            .flush(least_pages)?
+            .with_tombstones_of(&self.written);
         self.write_table(on_disk)
     }
 
+    /// Makes `table` the current one: written to the file (if kept and changed), and its
+    /// tombstones in force for dispatch.
     fn write_table(&mut self, table: QueueMaxTable) -> std::io::Result<()> {
-        let Some(path) = &self.table_path else {
-            return Ok(());
-        };
         if table == self.written {
             return Ok(());
         }
-        crate::fsutil::write_atomically(path, &table.encode())?;
+        if let Some(path) = &self.table_path {
+            crate::fsutil::write_atomically(path, &table.encode())?;
+        }
         self.written = table;
         Ok(())
     }
@@ -146,6 +151,7 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
     fn serve(&mut self, d: Dispatch, _: &mut Context<Metered<Self>>) -> Self::Reply {
         let mut err = None;
         let cqs = &mut self.cqs;
+        let table = &self.written;
         let levels = &self.delay_levels_ms;
         let track = self.on_arrival.is_some();
         let mut last_ts = 0i64;
@@ -154,6 +160,10 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
         walk(&self.commit_log, d.from, d.to, |phy, r| {
             let t = r.sys_flag & sys_flag::TRANSACTION_TYPE_MASK;
             if t != sys_flag::TRANSACTION_NOT_TYPE && t != sys_flag::TRANSACTION_COMMIT_TYPE {
+                return true;
+            }
+            if table.is_dead(r.topic, phy) {
+                // A deleted topic's old record (a re-dispatch after a restart): it stays gone.
                 return true;
             }
             last_ts = r.store_timestamp;
@@ -211,7 +221,12 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
 }
 
 /// Drop every ConsumeQueue of a deleted topic and its directory; replies with how many queues.
-pub struct DeleteTopicQueues(pub String);
+/// `before` is the CommitLog end when the writer forgot the topic: every record of the deleted
+/// topic lies below it, every record of a topic created again under its name at or above it.
+pub struct DeleteTopicQueues {
+    pub topic: String,
+    pub before: actormq_core::offset::PhyOffset,
+}
 impl Message for DeleteTopicQueues {
     type Result = std::io::Result<usize>;
 }
@@ -219,12 +234,13 @@ impl Message for DeleteTopicQueues {
 impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
     type Reply = std::io::Result<usize>;
     fn serve(&mut self, m: DeleteTopicQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        // The entries go first: a crash between the two steps must not leave a table naming
-        // queues whose directory is gone, which the next start would rebuild (resurrect).
+        // The entries go (and the tombstone comes) first: a crash between the two steps must not
+        // leave a table naming queues whose directory is gone, which the next start would
+        // rebuild (resurrect).
         let mut table = self.written.clone();
-        table.remove_topic(&m.0);
+        table.delete_topic(&m.topic, m.before.0);
         self.write_table(table)?;
-        self.cqs.delete_topic(&m.0)
+        self.cqs.delete_topic(&m.topic)
     }
 }
 

@@ -789,7 +789,9 @@ impl Store {
     /// Deletes a topic's ConsumeQueues (DELETE_TOPIC_IN_BROKER; its CommitLog records stay until
     /// retention removes them, as in RocketMQ). The writer forgets the topic's queue offsets
     /// first, dispatch catches up to that point, then the queues go — so a unit of the old
-    /// topic never lands in a queue of the new one. Returns how many queues were dropped.
+    /// topic never lands in a queue of the new one — leaving a tombstone at that point in the
+    /// queue table, so no later re-dispatch (a restart) brings the old records back. Returns how
+    /// many queues were dropped.
     pub async fn delete_topic(&self, topic: &str) -> std::io::Result<usize> {
         let io = |e: MailboxError| std::io::Error::other(e);
         let end = self
@@ -804,7 +806,10 @@ impl Store {
             )));
         }
         self.cq_builder
-            .send(cq_builder::DeleteTopicQueues(topic.to_string()))
+            .send(cq_builder::DeleteTopicQueues {
+                topic: topic.to_string(),
+                before: end,
+            })
             .await
             .map_err(io)?
     }
