@@ -855,8 +855,9 @@ impl Store {
                 Ok(Err(e)) | Err(e) => commit_failed = Some(e),
             }
         }
-        let end = if commit_failed.is_some() {
-            // Dispatch can only reach what was committed.
+        let end = if commit_failed.is_some() || self.committer.is_none() {
+            // Dispatch can only reach what was committed: with write rings the writer committed
+            // after its last append, unless that commit failed (the store is read-only then).
             end.min(self.max_offset())
         } else {
             end
