@@ -508,25 +508,46 @@ async fn body(broker_addr: String, metrics_addr: String) {
 
 #[test]
 fn metrics_endpoint_reports_traffic_lag_store_and_actors() {
+    with_broker("metrics-test", &[], |broker| {
+        assert!(
+            !broker.metrics_addr.is_empty(),
+            "the broker reports /metrics"
+        );
+        body(broker.broker_addr.clone(), broker.metrics_addr.clone())
+    });
+}
+
+/// Runs `test` against a `TestBroker` started with `settings` on its own thread and a
+/// two-worker runtime, under [`TEST_LIMIT`]; the broker is stopped whatever the outcome, and a
+/// panic (in the test or while starting the broker) fails the test with its own message.
+fn with_broker<F, Fut>(name: &str, settings: &[(&str, &str)], test: F)
+where
+    F: FnOnce(&TestBroker) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let started = Instant::now();
+    let settings: Vec<(String, String)> = settings
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let (tx, rx) = mpsc::channel();
     let worker = std::thread::Builder::new()
-        .name("metrics-test".into())
+        .name(name.into())
         .spawn(move || {
             let dir = tempfile::tempdir().expect("temp dir");
-            let broker = TestBroker::start(dir.path(), &[]).expect("broker starts");
-            assert!(
-                !broker.metrics_addr.is_empty(),
-                "the broker reports /metrics"
-            );
+            let settings: Vec<(&str, &str)> = settings
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let broker = TestBroker::start(dir.path(), &settings).expect("broker starts");
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .expect("test runtime");
-            let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
-            let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(body(b, m))));
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                rt.block_on(test(&broker))
+            }));
             rt.shutdown_timeout(Duration::from_secs(5));
             broker.stop();
             let _ = tx.send(outcome);
@@ -537,7 +558,12 @@ fn metrics_endpoint_reports_traffic_lag_store_and_actors() {
             let _ = worker.join();
         }
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(_) => panic!(
+        // The worker panicked outside the guarded body (the broker did not start).
+        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => panic!("the test thread ended without an outcome"),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!(
             "did not finish within {TEST_LIMIT:?} ({:?} elapsed)",
             started.elapsed()
         ),
@@ -574,59 +600,30 @@ async fn remain_buffers(c: &RemotingClient) -> String {
 /// gauge: all 3 free before the first message, 2 once the first CommitLog file holds one.
 #[test]
 fn write_buffer_pool_is_reported_in_runtime_info_and_metrics() {
-    let (tx, rx) = mpsc::channel();
-    let worker = std::thread::Builder::new()
-        .name("pool-metrics-test".into())
-        .spawn(move || {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let broker = TestBroker::start(
-                dir.path(),
-                &[
-                    ("transientStorePoolEnable", "true"),
-                    ("transientStorePoolSize", "3"),
-                    // Small buffers (the default maxMessageSize of 4 MiB must fit a file).
-                    ("mappedFileSizeCommitLog", &(8u64 << 20).to_string()),
-                ],
-            )
-            .expect("broker starts");
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("test runtime");
-            let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                rt.block_on(async move {
-                    let c = RemotingClient::connect(&b).await.expect("connect");
-                    let gauge = |p: &Page, state: &str| {
-                        p.value("actormq_transient_store_pool_buffers", &[("state", state)])
-                    };
-                    assert_eq!(remain_buffers(&c).await, "3");
-                    let page = scrape(&m).await;
-                    assert_eq!(gauge(&page, "available"), 3.0, "{}", page.text);
-                    assert_eq!(gauge(&page, "total"), 3.0);
-                    let r = call(&c, send_request(0, b"pooled".to_vec())).await;
-                    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
-                    assert_eq!(remain_buffers(&c).await, "2");
-                    let page = scrape(&m).await;
-                    assert_eq!(gauge(&page, "available"), 2.0, "{}", page.text);
-                    assert_eq!(gauge(&page, "total"), 3.0);
-                })
-            }));
-            rt.shutdown_timeout(Duration::from_secs(5));
-            broker.stop();
-            let _ = tx.send(outcome);
-        })
-        .expect("spawn the test thread");
-    match rx.recv_timeout(TEST_LIMIT) {
-        Ok(Ok(())) => {
-            let _ = worker.join();
+    let file_size = (8u64 << 20).to_string();
+    let settings = [
+        ("transientStorePoolEnable", "true"),
+        ("transientStorePoolSize", "3"),
+        // Small buffers (the default maxMessageSize of 4 MiB must fit a file).
+        ("mappedFileSizeCommitLog", file_size.as_str()),
+    ];
+    with_broker("pool-metrics-test", &settings, |broker| {
+        let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
+        async move {
+            let c = RemotingClient::connect(&b).await.expect("connect");
+            let gauge = |p: &Page, state: &str| {
+                p.value("actormq_transient_store_pool_buffers", &[("state", state)])
+            };
+            assert_eq!(remain_buffers(&c).await, "3");
+            let page = scrape(&m).await;
+            assert_eq!(gauge(&page, "available"), 3.0, "{}", page.text);
+            assert_eq!(gauge(&page, "total"), 3.0);
+            let r = call(&c, send_request(0, b"pooled".to_vec())).await;
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            assert_eq!(remain_buffers(&c).await, "2");
+            let page = scrape(&m).await;
+            assert_eq!(gauge(&page, "available"), 2.0, "{}", page.text);
+            assert_eq!(gauge(&page, "total"), 3.0);
         }
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        // The worker panicked outside the guarded body (the broker did not start).
-        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => panic!("the test thread ended without an outcome"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("did not finish within {TEST_LIMIT:?}"),
-    }
+    });
 }

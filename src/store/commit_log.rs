@@ -713,12 +713,12 @@ pub struct WalkError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::format::record::body_crc;
     use bytes::Bytes;
 
-    pub(super) fn msg(topic: &str, qid: i32, body_len: usize) -> NewMessage {
+    pub(crate) fn msg(topic: &str, qid: i32, body_len: usize) -> NewMessage {
         let body = Bytes::from(vec![7u8; body_len]);
         NewMessage {
             topic: topic.into(),

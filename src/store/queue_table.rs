@@ -340,9 +340,8 @@ impl<'a> RedispatchScan<'a> {
 mod tests {
     use super::*;
     use crate::format::cq_unit::CqUnit;
-    use crate::format::record::{body_crc, check, encode_into, Check, NewMessage};
+    use crate::format::record::{check, encode_into, Check};
     use crate::offset::QueueOffset;
-    use bytes::Bytes;
 
     fn unit(phy: i64) -> CqUnit {
         CqUnit {
@@ -365,21 +364,7 @@ mod tests {
 
     /// The record of `topic/q` at queue offset `qoff`, as the recovery scan sees it.
     fn observe(scan: &mut RedispatchScan<'_>, topic: &str, q: i32, qoff: i64, phy: u64) {
-        let body = Bytes::from_static(b"x");
-        let m = NewMessage {
-            topic: topic.into(),
-            queue_id: q,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
-            born_host: "127.0.0.1:5000".parse().unwrap(),
-            store_host: "127.0.0.1:10911".parse().unwrap(),
-            reconsume_times: 0,
-            prepared_tx_offset: 0,
-            body_crc: body_crc(&body),
-            body,
-            properties: String::new(),
-        };
+        let m = crate::store::commit_log::tests::msg(topic, q, 1);
         let mut buf = vec![0u8; 512];
         let n = encode_into(&mut buf, &m, qoff, phy as i64, 2);
         match check(&buf[..n], true).unwrap() {
