@@ -355,12 +355,21 @@ impl CommitLog {
                 return Ok(Some(l));
             }
         }
-        tracing::warn!(
-            from,
-            waited_ms = wb.wait.as_millis() as u64,
-            "no write buffer came back to the TransientStorePool; this CommitLog file is written \
-             through its mapping"
-        );
+        if wb.pool.ring_size().is_some() {
+            // Every write ring is held (one batch rolled through several files); the next roll,
+            // after this batch is committed, takes a ring again.
+            tracing::debug!(
+                from,
+                "no free write ring; this CommitLog file is written through its mapping"
+            );
+        } else {
+            tracing::warn!(
+                from,
+                waited_ms = wb.wait.as_millis() as u64,
+                "no write buffer came back to the TransientStorePool; this CommitLog file is \
+                 written through its mapping"
+            );
+        }
         Ok(None)
     }
 

@@ -855,13 +855,10 @@ impl Store {
                 Ok(Err(e)) | Err(e) => commit_failed = Some(e),
             }
         }
-        let end = if commit_failed.is_some() || self.committer.is_none() {
-            // Dispatch can only reach what was committed: with write rings the writer committed
-            // after its last append, unless that commit failed (the store is read-only then).
-            end.min(self.max_offset())
-        } else {
-            end
-        };
+        // Dispatch can only reach committed (readable) bytes: after a successful final commit, or
+        // with write rings (committed after every append), that is everything written; after a
+        // failed commit it is less, and waiting for the rest would only run out the bound.
+        let end = end.min(self.max_offset());
         if !self.wait_dispatched(end, Duration::from_secs(30)).await {
             tracing::warn!(
                 dispatched = self.dispatched_offset().0,
