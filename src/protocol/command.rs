@@ -417,6 +417,17 @@ impl ExtFields {
     fn dedup_keep_last(&mut self) {
         const PAIRWISE_MAX: usize = 32;
         let n = self.entries.len();
+        // Distinct tags mean distinct keys, so small headers (a SEND's 14 fields) first compare
+        // tags alone — plain word compares; keys are compared only where two tags match.
+        if n <= PAIRWISE_MAX
+            && self
+                .entries
+                .iter()
+                .enumerate()
+                .all(|(i, a)| self.entries[i + 1..].iter().all(|b| b.tag != a.tag))
+        {
+            return;
+        }
         let has_dups = if n <= PAIRWISE_MAX {
             (0..n).any(|i| {
                 let a = self.entries[i];

@@ -33,16 +33,20 @@ fn plain_run(b: &[u8]) -> Option<&str> {
     // exactly as when it ended the run.
     let end = memchr::memchr2(b'"', b'\\', b)?;
     let run = b.get(..end)?;
-    if run.iter().fold(false, |bad, &c| bad | (c < 0x20)) {
-        return None;
-    }
-    if run.iter().fold(true, |ascii, &c| ascii & (c < 0x80)) {
+    // One fold for the common case: printable ASCII (0x20..0x80) — `c - 0x20` wraps the
+    // control characters to the top, so one compare checks both bounds.
+    if run
+        .iter()
+        .fold(true, |ok, &c| ok & (c.wrapping_sub(0x20) < 0x60))
+    {
         // SAFETY: every byte of `run` is below 0x80 (checked just above), and ASCII is valid
         // UTF-8. Header text is nearly always ASCII; this skips the UTF-8 validation.
-        Some(unsafe { std::str::from_utf8_unchecked(run) })
-    } else {
-        std::str::from_utf8(run).ok()
+        return Some(unsafe { std::str::from_utf8_unchecked(run) });
     }
+    if run.iter().any(|&c| c < 0x20) {
+        return None;
+    }
+    std::str::from_utf8(run).ok()
 }
 
 impl<'a> Scan<'a> {
@@ -149,7 +153,16 @@ impl<'a> Scan<'a> {
     /// Skips a scalar value (string, integer, `true`, `false`, `null`).
     fn skip_scalar(&mut self) -> Option<()> {
         match self.peek()? {
-            b'"' => self.str_into(&mut String::new()),
+            // A plain string is skipped in place; only one with escapes is unescaped (and
+            // allocates) on the way past.
+            b'"' => {
+                let save = self.i;
+                if self.plain_str().is_some() {
+                    return Some(());
+                }
+                self.i = save;
+                self.str_into(&mut String::new())
+            }
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
