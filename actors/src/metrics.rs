@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::{web, App, HttpResponse, HttpServer};
-use actormq_core::format::properties::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use actormq_core::format::properties::keys;
 use actormq_core::meta::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
 use actormq_core::offset::PhyOffset;
 use actormq_core::protocol::codes::{request_code_name, response_code_name};
@@ -55,7 +55,6 @@ use prometheus::{
 use crate::broker::clients::{ClientRegistry, GetConnections};
 use crate::broker::metadata::{GetOffsets, MetaView, Metadata};
 use crate::metered::{self, ActorRef};
-use crate::remoting::server::Handled;
 use crate::store::state::StoreState;
 
 /// How long a scrape waits for an actor's answer (offsets, connections) before leaving those
@@ -112,20 +111,23 @@ impl MessageType {
 /// (`BrokerMetricsManager.getMessageType`): prepared transaction, then sharding key (FIFO), then
 /// any delay or timer property. One pass over the properties, no allocation.
 pub fn message_type(props: &str) -> MessageType {
-    let (mut fifo, mut delay) = (false, false);
-    for entry in props.split(PROPERTY_SEPARATOR) {
-        let Some((k, v)) = entry.split_once(NAME_VALUE_SEPARATOR) else {
-            continue;
-        };
+    let (mut tran, mut fifo, mut delay) = (false, false, false);
+    // The parser's entries, so a duplicate key reads as Java's map would (the last one wins).
+    for (k, v) in actormq_core::format::properties::entries(props) {
         match k {
-            "TRAN_MSG" if v.eq_ignore_ascii_case("true") => return MessageType::Transaction,
-            "__SHARDINGKEY" => fifo = true,
-            "DELAY" | "__STARTDELIVERTIME" | "TIMER_DELIVER_MS" | "TIMER_DELAY_SEC"
-            | "TIMER_DELAY_MS" => delay = true,
+            keys::TRAN_MSG => tran = v.eq_ignore_ascii_case("true"),
+            keys::SHARDING_KEY => fifo = true,
+            keys::DELAY
+            | keys::START_DELIVER_TIME
+            | keys::TIMER_DELIVER_MS
+            | keys::TIMER_DELAY_SEC
+            | keys::TIMER_DELAY_MS => delay = true,
             _ => {}
         }
     }
-    if fifo {
+    if tran {
+        MessageType::Transaction
+    } else if fifo {
         MessageType::Fifo
     } else if delay {
         MessageType::Delay
@@ -378,6 +380,31 @@ impl RequestMeters {
         if n == 0 {
             return;
         }
+        let mean = (bytes / n) as f64;
+        self.with_inbound(topic, kind, |c| {
+            c.messages.inc_by(n);
+            c.bytes.inc_by(bytes);
+            for _ in 0..n {
+                c.size.observe(mean);
+            }
+        });
+    }
+
+    /// Messages of these body sizes were stored for `topic`: one observation each.
+    pub fn messages_in_sizes(&self, topic: &str, kind: MessageType, sizes: &[u64]) {
+        if sizes.is_empty() {
+            return;
+        }
+        self.with_inbound(topic, kind, |c| {
+            c.messages.inc_by(sizes.len() as u64);
+            c.bytes.inc_by(sizes.iter().sum());
+            for s in sizes {
+                c.size.observe(*s as f64);
+            }
+        });
+    }
+
+    fn with_inbound(&self, topic: &str, kind: MessageType, f: impl FnOnce(&InChildren)) {
         let mut cache = self.inbound.borrow_mut();
         if !cache.contains_key(topic) {
             cache.insert(topic.into(), Default::default());
@@ -394,12 +421,7 @@ impl RequestMeters {
                 size: m.message_size.with_label_values(&[topic, kind.label()]),
             }
         });
-        c.messages.inc_by(n);
-        c.bytes.inc_by(bytes);
-        let mean = (bytes / n) as f64;
-        for _ in 0..n {
-            c.size.observe(mean);
-        }
+        f(c);
     }
 
     /// `n` stored messages (`bytes` bytes as transferred) were delivered to `group` by a pull.
@@ -476,38 +498,6 @@ impl RequestMeters {
         if known {
             self.rpc.borrow_mut().insert(key, h);
         }
-    }
-}
-
-/// Times a processor's answer to one request into `rocketmq_rpc_latency`: now for a direct
-/// reply, when the future resolves for a later one. A pull parked by long polling
-/// (`NoReply`) is timed when it is resumed (`resumed` = `is_long_polling`), from the resume on.
-pub fn time_request(
-    meters: &Rc<RequestMeters>,
-    request_code: i32,
-    oneway: bool,
-    resumed: bool,
-    started: Instant,
-    handled: Handled,
-) -> Handled {
-    match handled {
-        Handled::Reply(r) => {
-            meters.rpc(request_code, r.code, resumed, oneway, started);
-            meters.note_refusal(request_code, &r);
-            Handled::Reply(r)
-        }
-        Handled::Later(fut) => {
-            let meters = meters.clone();
-            Handled::Later(Box::pin(async move {
-                let r = fut.await;
-                if let Some(resp) = &r {
-                    meters.rpc(request_code, resp.code, resumed, oneway, started);
-                    meters.note_refusal(request_code, resp);
-                }
-                r
-            }))
-        }
-        Handled::NoReply => Handled::NoReply,
     }
 }
 

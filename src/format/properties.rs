@@ -97,6 +97,8 @@ pub mod keys {
     pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
     pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
     pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+    /// 5.x delivery time of a timer message (epoch ms), read for the message type.
+    pub const START_DELIVER_TIME: &str = "__STARTDELIVERTIME";
     /// 5.x optional whole-record CRC.
     pub const CRC32: &str = "__CRC32#";
     pub const DLQ_ORIGIN_TOPIC: &str = "DLQ_ORIGIN_TOPIC";

@@ -226,6 +226,11 @@ impl SendMessageRequestHeader {
     /// the short names — unless the short `b` is absent and the long `topic` present, which a
     /// client that sends V1 names under a V2 code would produce.
     pub fn from_command(cmd: &RemotingCommand) -> Result<Self, HeaderError> {
+        SendHeaderRef::from_command(cmd).map(|h| h.to_owned())
+    }
+
+    /// The spelling of `cmd`'s SEND header (see [`from_command`](Self::from_command)).
+    pub fn names_of(cmd: &RemotingCommand) -> SendHeaderNames {
         let v2_code = matches!(
             cmd.code,
             request_code::SEND_MESSAGE_V2
@@ -233,45 +238,15 @@ impl SendMessageRequestHeader {
                 | request_code::SEND_REPLY_MESSAGE_V2
         );
         let ext = &cmd.ext_fields;
-        let names = if v2_code && (ext.contains_key("b") || !ext.contains_key("topic")) {
+        if v2_code && (ext.contains_key("b") || !ext.contains_key("topic")) {
             SendHeaderNames::V2
         } else {
             SendHeaderNames::V1
-        };
-        Self::from_ext_fields(ext, names)
+        }
     }
 
     pub fn from_ext_fields(ext: &ExtFields, names: SendHeaderNames) -> Result<Self, HeaderError> {
-        fn get<T: Field>(
-            ext: &ExtFields,
-            names: SendHeaderNames,
-            i: usize,
-            default: Option<T>,
-        ) -> Result<T, HeaderError> {
-            let (long, short) = SEND_NAMES.get(i).copied().unwrap_or(("?", "?"));
-            match names {
-                SendHeaderNames::V1 => read(ext, long, default),
-                SendHeaderNames::V2 => {
-                    read(ext, short, default).map_err(|e| e.with_field(format!("{short} ({long})")))
-                }
-            }
-        }
-        Ok(SendMessageRequestHeader {
-            producer_group: get(ext, names, 0, None)?,
-            topic: get(ext, names, 1, None)?,
-            default_topic: get(ext, names, 2, None)?,
-            default_topic_queue_nums: get(ext, names, 3, None)?,
-            queue_id: get(ext, names, 4, None)?,
-            sys_flag: get(ext, names, 5, None)?,
-            born_timestamp: get(ext, names, 6, None)?,
-            flag: get(ext, names, 7, None)?,
-            properties: get(ext, names, 8, Some(String::new()))?,
-            reconsume_times: get::<Option<i32>>(ext, names, 9, None)?.unwrap_or(0),
-            unit_mode: get::<Option<bool>>(ext, names, 10, None)?.unwrap_or(false),
-            max_reconsume_times: get(ext, names, 11, None)?,
-            batch: get::<Option<bool>>(ext, names, 12, None)?.unwrap_or(false),
-            broker_name: get(ext, names, 13, None)?,
-        })
+        SendHeaderRef::from_ext_fields(ext, names).map(|h| h.to_owned())
     }
 
     /// Writes the header in the chosen spelling (all fields, as Java clients do).
@@ -306,6 +281,121 @@ impl SendMessageRequestHeader {
             }
         }
         ext
+    }
+}
+
+/// A SEND header read in place: its text fields borrow the command's `extFields`, so the
+/// request path copies only what outlives the request (the topic and the properties it stores).
+/// Same rules and errors as [`SendMessageRequestHeader`], which is built from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendHeaderRef<'a> {
+    pub producer_group: &'a str,
+    pub topic: &'a str,
+    pub default_topic: &'a str,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: &'a str,
+    pub reconsume_times: i32,
+    pub unit_mode: bool,
+    pub max_reconsume_times: Option<i32>,
+    pub batch: bool,
+    pub broker_name: Option<&'a str>,
+}
+
+impl<'a> SendHeaderRef<'a> {
+    /// As [`SendMessageRequestHeader::from_command`].
+    pub fn from_command(cmd: &'a RemotingCommand) -> Result<Self, HeaderError> {
+        Self::from_ext_fields(&cmd.ext_fields, SendMessageRequestHeader::names_of(cmd))
+    }
+
+    /// One pass over the fields (not one lookup per field): a SEND carries 14 of them and this
+    /// runs for every message.
+    pub fn from_ext_fields(
+        ext: &'a ExtFields,
+        names: SendHeaderNames,
+    ) -> Result<Self, HeaderError> {
+        let mut raw: [Option<&'a str>; 14] = [None; 14];
+        for (k, v) in ext.iter() {
+            let i = match names {
+                SendHeaderNames::V2 => match k.as_bytes() {
+                    [c @ b'a'..=b'n'] => usize::from(c - b'a'),
+                    _ => continue,
+                },
+                SendHeaderNames::V1 => match SEND_NAMES.iter().position(|(long, _)| *long == k) {
+                    Some(i) => i,
+                    None => continue,
+                },
+            };
+            if let Some(slot) = raw.get_mut(i) {
+                *slot = Some(v);
+            }
+        }
+        let label = |i: usize| {
+            let (long, short) = SEND_NAMES.get(i).copied().unwrap_or(("?", "?"));
+            match names {
+                SendHeaderNames::V1 => long.to_owned(),
+                SendHeaderNames::V2 => format!("{short} ({long})"),
+            }
+        };
+        let name = |i: usize| {
+            let (long, short) = SEND_NAMES.get(i).copied().unwrap_or(("?", "?"));
+            match names {
+                SendHeaderNames::V1 => long,
+                SendHeaderNames::V2 => short,
+            }
+        };
+        // The wire text of field `i`, parsed by `T`'s rules (absent ⇒ `T::absent()`).
+        let get = |i: usize| raw.get(i).copied().flatten();
+        fn field<T: Field>(
+            raw: Option<&str>,
+            name: &str,
+            label: impl Fn() -> String,
+        ) -> Result<T, HeaderError> {
+            match raw {
+                Some(v) => T::parse(name, v),
+                None => T::absent().ok_or_else(|| HeaderError::missing(name)),
+            }
+            .map_err(|e| e.with_field(label()))
+        }
+        let text = |i: usize| get(i).ok_or_else(|| HeaderError::missing(&label(i)));
+        Ok(SendHeaderRef {
+            producer_group: text(0)?,
+            topic: text(1)?,
+            default_topic: text(2)?,
+            default_topic_queue_nums: field(get(3), name(3), || label(3))?,
+            queue_id: field(get(4), name(4), || label(4))?,
+            sys_flag: field(get(5), name(5), || label(5))?,
+            born_timestamp: field(get(6), name(6), || label(6))?,
+            flag: field(get(7), name(7), || label(7))?,
+            properties: get(8).unwrap_or(""),
+            reconsume_times: field::<Option<i32>>(get(9), name(9), || label(9))?.unwrap_or(0),
+            unit_mode: field::<Option<bool>>(get(10), name(10), || label(10))?.unwrap_or(false),
+            max_reconsume_times: field(get(11), name(11), || label(11))?,
+            batch: field::<Option<bool>>(get(12), name(12), || label(12))?.unwrap_or(false),
+            broker_name: get(13),
+        })
+    }
+
+    pub fn to_owned(&self) -> SendMessageRequestHeader {
+        SendMessageRequestHeader {
+            producer_group: self.producer_group.to_owned(),
+            topic: self.topic.to_owned(),
+            default_topic: self.default_topic.to_owned(),
+            default_topic_queue_nums: self.default_topic_queue_nums,
+            queue_id: self.queue_id,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            flag: self.flag,
+            properties: self.properties.to_owned(),
+            reconsume_times: self.reconsume_times,
+            unit_mode: self.unit_mode,
+            max_reconsume_times: self.max_reconsume_times,
+            batch: self.batch,
+            broker_name: self.broker_name.map(str::to_owned),
+        }
     }
 }
 

@@ -759,6 +759,14 @@ impl PutLatency {
             .record(us.min(3_600_000_000));
     }
 
+    /// Records several latencies under one lock (a batch of SENDs).
+    pub fn record_each(&self, ds: impl Iterator<Item = Duration>) {
+        let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for d in ds {
+            let _ = h.record((d.as_micros() as u64).clamp(1, 3_600_000_000));
+        }
+    }
+
     fn add_to(&self, into: &mut hdrhistogram::Histogram<u64>) {
         let _ = into.add(&*self.0.lock().unwrap_or_else(|e| e.into_inner()));
     }

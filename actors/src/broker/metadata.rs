@@ -37,6 +37,10 @@ impl MetaView {
     pub fn topic(&self, name: &str) -> Option<TopicConfig> {
         self.topics.load().topic_config_table.get(name).cloned()
     }
+    /// `f` of a topic's config, without copying it (the SEND path reads a few numbers).
+    pub fn with_topic<R>(&self, name: &str, f: impl FnOnce(&TopicConfig) -> R) -> Option<R> {
+        self.topics.load().topic_config_table.get(name).map(f)
+    }
     pub fn topics(&self) -> Arc<TopicTable> {
         self.topics.load_full()
     }

@@ -40,7 +40,7 @@ use super::clients::{self, ClientRegistry, SubscriptionView};
 use super::metadata::{self, MetaView, Metadata};
 use super::pull_hold::{PullHold, SuspendPull};
 use crate::metered::ActorRef;
-use crate::remoting::server::{ConnInfo, Handled, Processor, ProcessorFactory};
+use crate::remoting::server::{ConnInfo, Handled, Processor, ProcessorFactory, Replied};
 use crate::store::Store;
 
 /// Broker settings the request handling needs (from `BrokerConfig`/`StoreConfig`).
@@ -85,54 +85,115 @@ impl ProcessorSettings {
 
 /// Coalesces the SENDs that arrive in one turn of a connection thread into one `AppendBatch`
 /// writer message: one mailbox hop and one thread wake-up for many messages instead of one each.
-/// A SEND waits at most one scheduler turn for company.
+/// A SEND waits at most one scheduler turn for company. The batch's accounting (counters, TPS,
+/// put latency, `/metrics`) is done here once per run of one topic, not once per message.
 #[derive(Default)]
 pub struct SendBatcher {
     pending: std::cell::RefCell<Vec<PendingSend>>,
     scheduled: std::cell::Cell<bool>,
 }
 
-type PendingSend = (
-    NewMessage,
-    tokio::sync::oneshot::Sender<Result<AppendOk, PutError>>,
-);
+type PutReply = tokio::sync::oneshot::Receiver<Result<AppendOk, PutError>>;
+
+struct PendingSend {
+    msg: NewMessage,
+    kind: crate::metrics::MessageType,
+    arrived: Instant,
+    tx: tokio::sync::oneshot::Sender<Result<AppendOk, PutError>>,
+}
 
 /// Most messages in one writer mailbox message.
 const MAX_SEND_BATCH: usize = 512;
 
 impl SendBatcher {
-    pub async fn put(
-        self: &Rc<Self>,
-        store: &Arc<Store>,
+    /// Queues `msg` for this turn's batch; its result arrives on the returned receiver (closed
+    /// without a value only if the broker stops first).
+    fn enqueue(
+        core: &Rc<BrokerCore>,
         msg: NewMessage,
-    ) -> Result<AppendOk, PutError> {
+        kind: crate::metrics::MessageType,
+        arrived: Instant,
+    ) -> PutReply {
+        let me = &core.batcher;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.pending.borrow_mut().push((msg, tx));
-        if !self.scheduled.replace(true) {
-            let me = self.clone();
-            let store = store.clone();
+        me.pending.borrow_mut().push(PendingSend {
+            msg,
+            kind,
+            arrived,
+            tx,
+        });
+        if !me.scheduled.replace(true) {
+            let core = core.clone();
             actix_rt::spawn(async move {
                 // One turn of the thread: SENDs decoded from other sockets in this turn join in.
                 tokio::task::yield_now().await;
-                me.scheduled.set(false);
-                let mut all = std::mem::take(&mut *me.pending.borrow_mut());
+                core.batcher.scheduled.set(false);
+                let mut all = std::mem::take(&mut *core.batcher.pending.borrow_mut());
                 while !all.is_empty() {
                     let rest = all.split_off(all.len().min(MAX_SEND_BATCH));
-                    let (msgs, txs): (Vec<_>, Vec<_>) = all.into_iter().unzip();
-                    let results = store.put_many(msgs).await;
-                    for (tx, r) in txs.into_iter().zip(results) {
-                        let _ = tx.send(r);
-                    }
+                    core.put_batch(all).await;
                     all = rest;
                 }
             });
         }
-        rx.await.unwrap_or_else(|_| {
-            Err(PutError::new(
-                PutStatus::ServiceNotAvailable,
-                "the broker is shutting down",
-            ))
-        })
+        rx
+    }
+}
+
+impl BrokerCore {
+    /// Stores one batch of single-message SENDs, accounts for what was stored and answers each.
+    async fn put_batch(&self, batch: Vec<PendingSend>) {
+        let mut msgs = Vec::with_capacity(batch.len());
+        let mut rest = Vec::with_capacity(batch.len());
+        for p in batch {
+            rest.push((p.kind, p.arrived, p.msg.body.len() as u64, p.tx));
+            msgs.push(p.msg);
+        }
+        // Runs of one topic and kind, for accounting once per run: (topic, first index).
+        let mut runs: Vec<(String, usize)> = Vec::new();
+        for (i, m) in msgs.iter().enumerate() {
+            let same = i > 0
+                && runs.last().is_some_and(|(t, _)| *t == m.topic)
+                && rest.get(i - 1).map(|r| r.0) == rest.get(i).map(|r| r.0);
+            if !same {
+                runs.push((m.topic.clone(), i));
+            }
+        }
+        let results = self.store.put_many(msgs).await;
+        let now = Instant::now();
+        let mut sizes = Vec::new();
+        for (r, (topic, start)) in runs.iter().enumerate() {
+            let end = runs.get(r + 1).map_or(results.len(), |n| n.1);
+            sizes.clear();
+            let items = results.get(*start..end).unwrap_or_default();
+            let meta = rest.get(*start..end).unwrap_or_default();
+            for (res, m) in items.iter().zip(meta) {
+                if res.is_ok() {
+                    sizes.push(m.2);
+                }
+            }
+            let Some(kind) = meta.first().map(|m| m.0) else {
+                continue;
+            };
+            if sizes.is_empty() {
+                continue;
+            }
+            let (n, bytes) = (sizes.len() as u64, sizes.iter().sum::<u64>());
+            Stats::add(&self.stats.put_msgs, n);
+            Stats::add(&self.stats.put_bytes, bytes);
+            self.rates.put.add(topic, "", n);
+            self.metrics.messages_in_sizes(topic, kind, &sizes);
+        }
+        self.rates.put_latency.record_each(
+            results
+                .iter()
+                .zip(&rest)
+                .filter(|(res, _)| res.is_ok())
+                .map(|(_, m)| now.saturating_duration_since(m.1)),
+        );
+        for (res, m) in results.into_iter().zip(rest) {
+            let _ = m.3.send(res);
+        }
     }
 }
 
@@ -306,9 +367,19 @@ fn status_name(s: GetStatus) -> &'static str {
 
 impl Processor for BrokerProcessor {
     fn process(&self, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled {
-        let (code, oneway, started) = (req.code, req.is_oneway(), Instant::now());
-        let handled = self.dispatch(req, conn, resumed);
-        crate::metrics::time_request(&self.0.metrics, code, oneway, resumed, started, handled)
+        self.dispatch(req, conn, resumed)
+    }
+
+    fn replied(&self, request: &Replied, resp: &RemotingCommand) {
+        let m = &self.0.metrics;
+        m.rpc(
+            request.code,
+            resp.code,
+            request.resumed,
+            request.oneway,
+            request.started,
+        );
+        m.note_refusal(request.code, resp);
     }
 
     fn connection_closed(&self, conn: &ConnInfo) {
@@ -436,14 +507,24 @@ impl BrokerCore {
 
     fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
         let arrived = Instant::now();
-        let h = header_or_reply!(SendMessageRequestHeader, req);
+        let h = match SendHeaderRef::from_command(&req) {
+            Ok(h) => h,
+            Err(e) => {
+                return Handled::Reply(reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("invalid request header: {e}"),
+                ))
+            }
+        };
         if let Some(remark) = self.writer_busy() {
             return Handled::Reply(reply(&req, rc::SYSTEM_BUSY, remark));
         }
-        if let Err(e) = check_send_topic(&h.topic) {
+        if let Err(e) = check_send_topic(h.topic) {
             return Handled::Reply(put_error_reply(&req, &e));
         }
-        if properties::find(&h.properties, keys::TRAN_MSG) == Some("true") {
+        let props = SendProps::scan(h.properties);
+        if props.transaction {
             let why = if self.settings.load().reject_transaction {
                 "the broker rejects transactional messages (rejectTransactionMessage=true)"
             } else {
@@ -452,129 +533,174 @@ impl BrokerCore {
             return Handled::Reply(reply(&req, rc::NO_PERMISSION, why));
         }
         let born_host = conn.peer;
+        if let Some(topic) = self.meta_view.with_topic(h.topic, SendTopic::of) {
+            return self.send_to(&req, &h, &props, topic, born_host, arrived);
+        }
+        // A topic to create first (auto-creation, retry topics): off the hot path.
+        let (topic, default_topic, default_queues) = (
+            h.topic.to_owned(),
+            h.default_topic.to_owned(),
+            h.default_topic_queue_nums,
+        );
         later(async move {
-            let topic = match self
-                .topic_for_send(&h.topic, &h.default_topic, h.default_topic_queue_nums)
-                .await
-            {
-                Ok(t) => t,
+            let created = self
+                .topic_for_send(&topic, &default_topic, default_queues)
+                .await;
+            let topic = match created {
+                Ok(t) => SendTopic::of(&t),
                 Err((code, remark)) => return reply(&req, code, remark),
             };
-            if !topic.writable() {
-                return reply(
-                    &req,
-                    rc::NO_PERMISSION,
-                    format!(
-                        "the topic[{}] sending is forbidden (perm {})",
-                        h.topic, topic.perm
-                    ),
-                );
-            }
-            let queues = topic.write_queue_nums.max(topic.read_queue_nums) as i32;
-            let queue_id = if h.queue_id < 0 {
-                (self.stats.next() % topic.write_queue_nums.max(1) as u64) as i32
-            } else {
-                h.queue_id
+            let handled = match SendHeaderRef::from_command(&req) {
+                Ok(h) => {
+                    let props = SendProps::scan(h.properties);
+                    self.send_to(&req, &h, &props, topic, born_host, arrived)
+                }
+                Err(e) => Handled::Reply(reply(&req, rc::SYSTEM_ERROR, e.to_string())),
             };
-            if queue_id >= queues {
-                return reply(
-                    &req,
-                    rc::SYSTEM_ERROR,
-                    format!("queueId[{queue_id}] is illegal, topic:[{}] topicConfig.writeQueueNums:[{}] consumer:[{born_host}]", h.topic, topic.write_queue_nums),
-                );
+            match handled {
+                Handled::Reply(r) => r,
+                Handled::Later(f) => f
+                    .await
+                    .unwrap_or_else(|| reply(&req, rc::SYSTEM_ERROR, "the send produced no reply")),
+                Handled::NoReply => reply(&req, rc::SYSTEM_ERROR, "the send produced no reply"),
             }
-            let mut props = h.properties.clone();
-            if properties::find(&props, keys::CLUSTER).is_none() {
-                props = properties::set(&props, keys::CLUSTER, &self.settings.load().cluster);
-            }
-            let mut sys = h.sys_flag;
-            if topic.topic_filter_type == "MULTI_TAG" {
-                sys |= sys_flag::MULTI_TAGS_FLAG;
-            }
-            let make = |body: bytes::Bytes, flag: i32, props: String| NewMessage {
-                topic: h.topic.clone(),
-                queue_id,
-                flag,
-                sys_flag: sys,
-                born_timestamp: h.born_timestamp,
-                born_host,
-                store_host: self.store_host,
-                reconsume_times: h.reconsume_times,
-                prepared_tx_offset: 0,
-                body_crc: body_crc(&body),
-                body,
-                properties: props,
+        })
+    }
+
+    /// A SEND to an existing topic: checks the topic and queue, builds the message(s) and hands
+    /// them to the writer. The returned future holds only what the reply needs.
+    fn send_to(
+        self: &Rc<Self>,
+        req: &RemotingCommand,
+        h: &SendHeaderRef<'_>,
+        props: &SendProps<'_>,
+        topic: SendTopic,
+        born_host: SocketAddr,
+        arrived: Instant,
+    ) -> Handled {
+        if !topic.writable {
+            return Handled::Reply(reply(
+                req,
+                rc::NO_PERMISSION,
+                format!(
+                    "the topic[{}] sending is forbidden (perm {})",
+                    h.topic, topic.perm
+                ),
+            ));
+        }
+        let queues = topic.write_queue_nums.max(topic.read_queue_nums) as i32;
+        let queue_id = if h.queue_id < 0 {
+            (self.stats.next() % topic.write_queue_nums.max(1) as u64) as i32
+        } else {
+            h.queue_id
+        };
+        if queue_id >= queues {
+            return Handled::Reply(reply(
+                req,
+                rc::SYSTEM_ERROR,
+                format!("queueId[{queue_id}] is illegal, topic:[{}] topicConfig.writeQueueNums:[{}] consumer:[{born_host}]", h.topic, topic.write_queue_nums),
+            ));
+        }
+        let stored_props = if props.cluster {
+            h.properties.to_owned()
+        } else {
+            with_property(h.properties, keys::CLUSTER, &self.settings.load().cluster)
+        };
+        let mut sys = h.sys_flag;
+        if topic.multi_tag {
+            sys |= sys_flag::MULTI_TAGS_FLAG;
+        }
+        let make = |body: bytes::Bytes, flag: i32, props: String| NewMessage {
+            topic: h.topic.to_owned(),
+            queue_id,
+            flag,
+            sys_flag: sys,
+            born_timestamp: h.born_timestamp,
+            born_host,
+            store_host: self.store_host,
+            reconsume_times: h.reconsume_times,
+            prepared_tx_offset: 0,
+            body_crc: body_crc(&body),
+            body,
+            properties: props,
+        };
+        let to = ReplyTo::of(req);
+        if req.code == rq::SEND_BATCH_MESSAGE || h.batch {
+            let items = match decode_batch(&req.body) {
+                Ok(items) if !items.is_empty() => items,
+                Ok(_) => {
+                    return Handled::Reply(reply(req, rc::MESSAGE_ILLEGAL, "the batch is empty"))
+                }
+                Err(e) => {
+                    return Handled::Reply(reply(
+                        req,
+                        rc::MESSAGE_ILLEGAL,
+                        format!("malformed batch body: {e}"),
+                    ))
+                }
             };
-            if req.code == rq::SEND_BATCH_MESSAGE || h.batch {
-                let items = match decode_batch(&req.body) {
-                    Ok(items) if !items.is_empty() => items,
-                    Ok(_) => return reply(&req, rc::MESSAGE_ILLEGAL, "the batch is empty"),
-                    Err(e) => {
-                        return reply(
-                            &req,
-                            rc::MESSAGE_ILLEGAL,
-                            format!("malformed batch body: {e}"),
-                        )
-                    }
-                };
-                let msgs: Vec<NewMessage> = items
-                    .into_iter()
-                    .map(|it| {
-                        // Element properties, then the batch-level ones (CLUSTER, WAIT...).
-                        let mut p = it.properties;
-                        for (k, v) in properties::parse(&props) {
-                            if properties::find(&p, &k).is_none() {
-                                p = properties::set(&p, &k, &v);
-                            }
+            let batch_props = properties::parse(&stored_props);
+            let msgs: Vec<NewMessage> = items
+                .into_iter()
+                .map(|it| {
+                    // Element properties, then the batch-level ones (CLUSTER, WAIT...).
+                    let mut p = it.properties;
+                    for (k, v) in &batch_props {
+                        if properties::find(&p, k).is_none() {
+                            p = properties::set(&p, k, v);
                         }
-                        make(it.body, it.flag, p)
-                    })
-                    .collect();
+                    }
+                    make(it.body, it.flag, p)
+                })
+                .collect();
+            let (core, topic) = (self.clone(), h.topic.to_owned());
+            let kind = props.kind;
+            return later(async move {
                 let n = msgs.len() as u64;
                 let bytes: u64 = msgs.iter().map(|m| m.body.len() as u64).sum();
-                match self.store.put_producer_batch(msgs).await {
+                match core.store.put_producer_batch(msgs).await {
                     Ok((ok, offsets)) => {
-                        Stats::add(&self.stats.put_msgs, n);
-                        self.rates.put.add(&h.topic, "", n);
-                        self.rates.put_latency.record(arrived.elapsed());
-                        Stats::add(&self.stats.put_bytes, bytes);
-                        let kind = crate::metrics::message_type(&h.properties);
-                        self.metrics.messages_in(&h.topic, kind, n, bytes);
+                        Stats::add(&core.stats.put_msgs, n);
+                        core.rates.put.add(&topic, "", n);
+                        core.rates.put_latency.record(arrived.elapsed());
+                        Stats::add(&core.stats.put_bytes, bytes);
+                        core.metrics.messages_in(&topic, kind, n, bytes);
                         let ids: Vec<String> = offsets
                             .iter()
-                            .map(|o| offset_msg_id(self.store_host, o.0 as i64))
+                            .map(|o| offset_msg_id(core.store_host, o.0 as i64))
                             .collect();
                         let hdr = SendMessageResponseHeader::new(
                             ids.join(","),
                             queue_id,
                             ok.queue_offset.0 as i64,
                         );
-                        ok_send(&req, ok.status, hdr)
+                        to.response(ok.status.response_code(), None)
+                            .with_ext_fields(hdr.to_ext_fields())
                     }
-                    Err(e) => put_error_reply(&req, &e),
+                    Err(e) => to.response(e.status.response_code(), Some(e.remark)),
                 }
-            } else {
-                let uniq = properties::find(&props, keys::UNIQ_KEY).map(str::to_string);
-                let msg = make(req.body.clone(), h.flag, props);
-                let bytes = msg.body.len() as u64;
-                match self.batcher.put(&self.store, msg).await {
-                    Ok(ok) => {
-                        Stats::add(&self.stats.put_msgs, 1);
-                        self.rates.put.add(&h.topic, "", 1);
-                        self.rates.put_latency.record(arrived.elapsed());
-                        Stats::add(&self.stats.put_bytes, bytes);
-                        let kind = crate::metrics::message_type(&h.properties);
-                        self.metrics.messages_in(&h.topic, kind, 1, bytes);
-                        let mut hdr = SendMessageResponseHeader::new(
-                            offset_msg_id(self.store_host, ok.phy_offset.0 as i64),
-                            queue_id,
-                            ok.queue_offset.0 as i64,
-                        );
-                        hdr.transaction_id = uniq;
-                        ok_send(&req, ok.status, hdr)
-                    }
-                    Err(e) => put_error_reply(&req, &e),
-                }
+            });
+        }
+        let uniq = props.uniq.map(str::to_owned);
+        let msg = make(req.body.clone(), h.flag, stored_props);
+        let rx = SendBatcher::enqueue(self, msg, props.kind, arrived);
+        let store_host = self.store_host;
+        later(async move {
+            match rx.await {
+                Ok(Ok(ok)) => to
+                    .response(ok.status.response_code(), None)
+                    .with_ext_fields(send_ok_fields(
+                        store_host,
+                        ok.phy_offset.0 as i64,
+                        queue_id,
+                        ok.queue_offset.0 as i64,
+                        uniq.as_deref(),
+                    )),
+                Ok(Err(e)) => to.response(e.status.response_code(), Some(e.remark)),
+                Err(_) => to.response(
+                    PutStatus::ServiceNotAvailable.response_code(),
+                    Some("the broker is shutting down".into()),
+                ),
             }
         })
     }
@@ -1280,13 +1406,220 @@ impl BrokerCore {
     }
 }
 
-/// A stored message: SUCCESS, or FLUSH_DISK_TIMEOUT (10) when SYNC_FLUSH did not reach it in
-/// time — the header is filled either way, as RocketMQ does for its "sendOK" codes.
-fn ok_send(
-    req: &RemotingCommand,
-    status: PutStatus,
-    hdr: SendMessageResponseHeader,
-) -> RemotingCommand {
-    RemotingCommand::response_to(req, status.response_code(), None)
-        .with_ext_fields(hdr.to_ext_fields())
+/// What the SEND path reads of a topic's config.
+#[derive(Clone, Copy)]
+struct SendTopic {
+    writable: bool,
+    perm: u32,
+    read_queue_nums: u32,
+    write_queue_nums: u32,
+    multi_tag: bool,
+}
+
+impl SendTopic {
+    fn of(t: &TopicConfig) -> SendTopic {
+        SendTopic {
+            writable: t.writable(),
+            perm: t.perm,
+            read_queue_nums: t.read_queue_nums,
+            write_queue_nums: t.write_queue_nums,
+            multi_tag: t.topic_filter_type == "MULTI_TAG",
+        }
+    }
+}
+
+/// What the SEND path needs from a message's properties, found in one pass with the parser's
+/// rules (last duplicate wins).
+struct SendProps<'a> {
+    transaction: bool,
+    /// `CLUSTER` is already there (the broker adds its own otherwise).
+    cluster: bool,
+    uniq: Option<&'a str>,
+    kind: crate::metrics::MessageType,
+}
+
+impl<'a> SendProps<'a> {
+    fn scan(props: &'a str) -> SendProps<'a> {
+        use crate::metrics::MessageType;
+        let (mut tran, mut cluster, mut uniq, mut fifo, mut delay) =
+            (None, false, None, false, false);
+        for (k, v) in properties::entries(props) {
+            match k {
+                keys::TRAN_MSG => tran = Some(v),
+                keys::CLUSTER => cluster = true,
+                keys::UNIQ_KEY => uniq = Some(v),
+                keys::SHARDING_KEY => fifo = true,
+                keys::DELAY
+                | keys::START_DELIVER_TIME
+                | keys::TIMER_DELIVER_MS
+                | keys::TIMER_DELAY_SEC
+                | keys::TIMER_DELAY_MS => delay = true,
+                _ => {}
+            }
+        }
+        // Java's `Boolean.parseBoolean`: any case.
+        let transaction = tran.is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        SendProps {
+            transaction,
+            cluster,
+            uniq,
+            kind: if transaction {
+                MessageType::Transaction
+            } else if fifo {
+                MessageType::Fifo
+            } else if delay {
+                MessageType::Delay
+            } else {
+                MessageType::Normal
+            },
+        }
+    }
+}
+
+/// `props` with `key=value` appended, in one allocation. Only for a key `props` does not hold:
+/// the parser then reads exactly `props`' entries plus this one (a segment it ignores stays
+/// ignored).
+fn with_property(props: &str, key: &str, value: &str) -> String {
+    if value.is_empty() {
+        return props.to_owned();
+    }
+    let mut out = String::with_capacity(props.len() + key.len() + value.len() + 3);
+    out.push_str(props);
+    if !props.is_empty() && !props.ends_with(properties::PROPERTY_SEPARATOR) {
+        out.push(properties::PROPERTY_SEPARATOR);
+    }
+    properties::push_entry(&mut out, key, value);
+    out
+}
+
+/// What a reply needs of its request, so a pending SEND does not hold the request.
+struct ReplyTo {
+    opaque: i32,
+    serialize_type: actormq_core::protocol::command::SerializeType,
+}
+
+impl ReplyTo {
+    fn of(req: &RemotingCommand) -> ReplyTo {
+        ReplyTo {
+            opaque: req.opaque,
+            serialize_type: req.serialize_type,
+        }
+    }
+
+    fn response(&self, code: i32, remark: Option<String>) -> RemotingCommand {
+        let mut r = RemotingCommand::new_request(code);
+        r.flag = actormq_core::protocol::command::RESPONSE_FLAG;
+        r.opaque = self.opaque;
+        r.serialize_type = self.serialize_type;
+        r.remark = remark.filter(|s| !s.is_empty());
+        r
+    }
+}
+
+/// A stored SEND's reply header (`SendMessageResponseHeader`, fields in its order) written in
+/// one buffer, without the intermediate strings of the typed header. Filled for SUCCESS and for
+/// FLUSH_DISK_TIMEOUT alike, as RocketMQ does for its "sendOK" codes.
+fn send_ok_fields(
+    store_host: SocketAddr,
+    phy_offset: i64,
+    queue_id: i32,
+    queue_offset: i64,
+    transaction_id: Option<&str>,
+) -> actormq_core::protocol::command::ExtFields {
+    let text = 96 + transaction_id.map_or(0, str::len);
+    let mut ext = actormq_core::protocol::command::ExtFields::with_capacity_and_text(6, text);
+    ext.push_wire_with("msgId", |t| {
+        let _ = actormq_core::format::msg_id::write_offset_msg_id(t, store_host, phy_offset);
+    });
+    ext.push_wire_with("queueId", |t| {
+        t.push_str(itoa::Buffer::new().format(queue_id))
+    });
+    ext.push_wire_with("queueOffset", |t| {
+        t.push_str(itoa::Buffer::new().format(queue_offset))
+    });
+    if let Some(id) = transaction_id {
+        ext.push_wire_with("transactionId", |t| t.push_str(id));
+    }
+    ext.push_wire_with("MSG_REGION", |t| t.push_str("DefaultRegion"));
+    ext.push_wire_with("TRACE_ON", |t| t.push_str("true"));
+    ext.finish_wire();
+    ext
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::MessageType;
+
+    #[test]
+    fn the_send_reply_header_is_the_typed_headers_bytes() {
+        let host: SocketAddr = "10.1.2.3:10911".parse().unwrap();
+        for tx in [None, Some("7F0000010001B4AAC26B1C7A1E0A0000")] {
+            let mut typed = SendMessageResponseHeader::new(offset_msg_id(host, 123_456), 3, 42);
+            typed.transaction_id = tx.map(str::to_owned);
+            let fast = send_ok_fields(host, 123_456, 3, 42, tx);
+            let want: Vec<_> = typed
+                .to_ext_fields()
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            let got: Vec<_> = fast
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn one_pass_over_the_properties_reads_what_the_lookups_read() {
+        let p = |entries: &[(&str, &str)]| properties::encode(entries);
+        let cases = [
+            String::new(),
+            p(&[("UNIQ_KEY", "AB"), ("TAGS", "t")]),
+            p(&[("TRAN_MSG", "true"), ("UNIQ_KEY", "A"), ("UNIQ_KEY", "B")]),
+            p(&[("TRAN_MSG", "true"), ("TRAN_MSG", "false")]),
+            p(&[("TRAN_MSG", "TRUE")]),
+            p(&[("CLUSTER", "c1"), ("__SHARDINGKEY", "k")]),
+            p(&[("DELAY", "3")]),
+            p(&[("__STARTDELIVERTIME", "1700000000000")]),
+            // A segment the parser drops (empty value) and no trailing separator.
+            "UNIQ_KEY\u{1}\u{2}TAGS\u{1}x".to_string(),
+        ];
+        for props in &cases {
+            let s = SendProps::scan(props);
+            assert_eq!(s.uniq, properties::find(props, keys::UNIQ_KEY), "{props:?}");
+            assert_eq!(
+                s.transaction,
+                properties::find(props, keys::TRAN_MSG)
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                "{props:?}"
+            );
+            assert_eq!(s.cluster, properties::find(props, keys::CLUSTER).is_some());
+            assert_eq!(s.kind, crate::metrics::message_type(props), "{props:?}");
+            assert_eq!(s.transaction, s.kind == MessageType::Transaction);
+        }
+    }
+
+    #[test]
+    fn an_added_property_parses_as_the_rewritten_string_does() {
+        for props in [
+            "",
+            "TAGS\u{1}a\u{2}",
+            "TAGS\u{1}a",
+            "\u{1}x\u{2}TAGS\u{1}a\u{2}",
+        ] {
+            let fast = with_property(props, keys::CLUSTER, "DefaultCluster");
+            let slow = properties::set(props, keys::CLUSTER, "DefaultCluster");
+            assert_eq!(
+                properties::parse(&fast),
+                properties::parse(&slow),
+                "{props:?}"
+            );
+        }
+        assert_eq!(
+            with_property("TAGS\u{1}a\u{2}", keys::CLUSTER, ""),
+            "TAGS\u{1}a\u{2}"
+        );
+    }
 }

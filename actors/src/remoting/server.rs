@@ -6,6 +6,8 @@
 //! A malformed frame closes only its own connection, with one log line naming the peer and the
 //! rule the frame broke. In: frames, [`Push`] (server-initiated requests such as
 //! NOTIFY_CONSUMER_IDS_CHANGED), [`Resume`] (a parked long-poll pull to run again), [`Close`].
+//! Replies that come later (a store append, a long poll) are futures in one `FuturesUnordered`
+//! the connection reads as a stream, so a wake polls only the futures that were woken.
 //!
 //! Threads: [`serve`] runs every connection on the current thread (the name server: its
 //! requests are a few map lookups). [`ConnectionThreads`] spreads connections over N arbiters
@@ -17,14 +19,17 @@
 //! answered on one thread, in arrival order (replies may still be reordered by `Later`).
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, Waker};
 
 use actix::io::{FramedWrite, WriteHandler};
 use actix::prelude::*;
 use actormq_core::protocol::command::RemotingCommand;
 use futures_util::future::LocalBoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::FramedRead;
@@ -42,6 +47,15 @@ pub enum Handled {
     NoReply,
 }
 
+/// What [`Processor::replied`] learns about the request a reply answers.
+#[derive(Clone, Copy)]
+pub struct Replied {
+    pub code: i32,
+    pub oneway: bool,
+    pub resumed: bool,
+    pub started: std::time::Instant,
+}
+
 /// Identity of a connection, passed to the processor with every request.
 #[derive(Clone)]
 pub struct ConnInfo {
@@ -55,6 +69,10 @@ pub struct ConnInfo {
 pub trait Processor: 'static {
     /// `resumed` is true when a parked request (long polling) runs again.
     fn process(&self, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled;
+    /// Called as a reply to `request` is written (or dropped, for a oneway request), with the
+    /// time its handling started: where request metrics are recorded, once per reply and
+    /// without wrapping the reply's future.
+    fn replied(&self, _request: &Replied, _resp: &RemotingCommand) {}
     fn connection_closed(&self, _conn: &ConnInfo) {}
 }
 
@@ -80,16 +98,83 @@ pub struct Connection {
     peer: SocketAddr,
     processor: Rc<dyn Processor>,
     writer: FramedWrite<RemotingCommand, OwnedWriteHalf, RemotingCodec>,
+    /// Replies still being worked out ([`Handled::Later`]).
+    pending: PendingReplies,
+}
+
+/// A reply that was worked out later, with what metrics need of its request.
+pub struct ReplyReady(Replied, Option<RemotingCommand>);
+
+/// A processor's future with its request's metrics data (a struct, not another boxed future).
+struct LaterReply {
+    request: Replied,
+    fut: LocalBoxFuture<'static, Option<RemotingCommand>>,
+}
+
+impl std::future::Future for LaterReply {
+    type Output = ReplyReady;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<ReplyReady> {
+        let request = self.request;
+        self.fut.as_mut().poll(cx).map(|r| ReplyReady(request, r))
+    }
+}
+
+/// The connection's replies in the making, as one stream its actor reads. Not one actix `spawn`
+/// per request: actix polls every future spawned on an actor each time the actor wakes, and with
+/// hundreds of SENDs in flight per connection that was a cost per message that grew with the
+/// client's window. Here only the futures that were woken are polled. Never ends (an empty set
+/// is `Pending`), so the stream lives as long as the connection.
+#[derive(Clone, Default)]
+struct PendingReplies(Rc<std::cell::RefCell<PendingSet>>);
+
+#[derive(Default)]
+struct PendingSet {
+    futs: FuturesUnordered<LaterReply>,
+    /// The reading task's waker, taken by the first push after a poll: a future pushed after the
+    /// stream was polled in this turn must be polled in the next.
+    waker: Option<Waker>,
+}
+
+impl PendingReplies {
+    fn push(&self, f: LaterReply) {
+        let mut set = self.0.borrow_mut();
+        set.futs.push(f);
+        if let Some(w) = set.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+impl futures_util::Stream for PendingReplies {
+    type Item = ReplyReady;
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<ReplyReady>> {
+        let mut set = self.0.borrow_mut();
+        match set.futs.poll_next_unpin(cx) {
+            Poll::Ready(Some(r)) => Poll::Ready(Some(r)),
+            Poll::Ready(None) | Poll::Pending => {
+                set.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
 }
 
 static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Connection {
-    fn run(&mut self, req: RemotingCommand, resumed: bool, ctx: &mut Context<Metered<Self>>) {
-        let Some(info) = self.info.clone() else {
+    fn run(&mut self, req: RemotingCommand, resumed: bool) {
+        // Borrowed, not cloned: a clone of the connection's address costs atomic operations on
+        // every request.
+        let Some(info) = self.info.as_ref() else {
             return;
         };
         let oneway = req.is_oneway();
+        let request = Replied {
+            code: req.code,
+            oneway,
+            resumed,
+            started: std::time::Instant::now(),
+        };
         tracing::trace!(
             peer = %self.peer,
             code = req.code,
@@ -100,24 +185,16 @@ impl Connection {
             resumed,
             "request"
         );
-        match self.processor.process(req, &info, resumed) {
+        match self.processor.process(req, info, resumed) {
             Handled::Reply(resp) => {
                 tracing::trace!(peer = %self.peer, code = resp.code, opaque = resp.opaque, remark = ?resp.remark, "reply");
+                self.processor.replied(&request, &resp);
                 if !oneway {
                     self.writer.write(resp);
                 }
             }
             Handled::Later(fut) => {
-                ctx.spawn(actix::fut::wrap_future::<_, Metered<Self>>(fut).map(
-                    move |resp, act, _| {
-                        if let Some(r) = &resp {
-                        tracing::trace!(peer = %act.inner.peer, code = r.code, opaque = r.opaque, remark = ?r.remark, "reply");
-                    }
-                    if let (Some(resp), false) = (resp, oneway) {
-                            act.inner.writer.write(resp);
-                        }
-                    },
-                ));
+                self.pending.push(LaterReply { request, fut });
             }
             Handled::NoReply => {}
         }
@@ -143,10 +220,23 @@ impl ServeStream<Result<RemotingCommand, CodecError>> for Connection {
             Ok(cmd) if cmd.is_response() => {
                 // Replies to our own pushes are oneway-style notifications; nothing waits for them.
             }
-            Ok(cmd) => self.run(cmd, false, ctx),
+            Ok(cmd) => self.run(cmd, false),
             Err(e) => {
                 tracing::warn!(peer = %self.peer, error = %e, "closing connection: malformed input");
                 ctx.stop();
+            }
+        }
+    }
+}
+
+impl ServeStream<ReplyReady> for Connection {
+    fn serve_item(&mut self, item: ReplyReady, _: &mut Context<Metered<Self>>) {
+        let ReplyReady(request, resp) = item;
+        if let Some(r) = resp {
+            tracing::trace!(peer = %self.peer, code = r.code, opaque = r.opaque, remark = ?r.remark, "reply");
+            self.processor.replied(&request, &r);
+            if !request.oneway {
+                self.writer.write(r);
             }
         }
     }
@@ -168,8 +258,8 @@ impl Serve<Push> for Connection {
 
 impl Serve<Resume> for Connection {
     type Reply = ();
-    fn serve(&mut self, m: Resume, ctx: &mut Context<Metered<Self>>) {
-        self.run(m.0, true, ctx);
+    fn serve(&mut self, m: Resume, _: &mut Context<Metered<Self>>) {
+        self.run(m.0, true);
     }
 }
 
@@ -198,12 +288,15 @@ pub fn accept(
                 conn: ActorRef::of(ctx),
             };
             ctx.add_stream(FramedRead::new(read, RemotingCodec));
+            let pending = PendingReplies::default();
+            ctx.add_stream(pending.clone());
             let writer = FramedWrite::new(write, RemotingCodec, ctx);
             Connection {
                 info: Some(info),
                 peer,
                 processor,
                 writer,
+                pending,
             }
         },
     ))
