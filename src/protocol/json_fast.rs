@@ -26,20 +26,36 @@ struct Scan<'a> {
 /// A string literal's plain run: the text up to its closing quote, a backslash or a raw control
 /// character (which ends it), as `str`; `None` if the input ends first or the run is not UTF-8.
 fn plain_run(b: &[u8]) -> Option<&str> {
-    // memchr2 scans with SIMD; the two checks below are branch-free folds the compiler
-    // vectorizes too — three fast passes over a run of some tens of bytes instead of one
-    // byte-at-a-time loop (the header scan was the largest cost of a SEND on the connection
-    // thread). A raw control character before the end makes both callers give up (`None`),
-    // exactly as when it ended the run.
-    let end = memchr::memchr2(b'"', b'\\', b)?;
+    // Most runs are short (keys are one letter in a SEND V2 header, most values a few bytes): a
+    // byte loop over the first bytes ends before a SIMD search would have set up. Longer runs go
+    // on with memchr2, then branch-free folds the compiler vectorizes.
+    const SHORT: usize = 16;
+    let mut printable = true;
+    for (i, &c) in b.iter().take(SHORT).enumerate() {
+        if c == b'"' || c == b'\\' {
+            return run_text(b.get(..i)?, printable);
+        }
+        // `c - 0x20` wraps the control characters to the top: one compare for both bounds.
+        printable &= c.wrapping_sub(0x20) < 0x60;
+    }
+    let rest = b.get(SHORT..)?;
+    let end = SHORT + memchr::memchr2(b'"', b'\\', rest)?;
     let run = b.get(..end)?;
-    // One fold for the common case: printable ASCII (0x20..0x80) — `c - 0x20` wraps the
-    // control characters to the top, so one compare checks both bounds.
-    if run
-        .iter()
-        .fold(true, |ok, &c| ok & (c.wrapping_sub(0x20) < 0x60))
-    {
-        // SAFETY: every byte of `run` is below 0x80 (checked just above), and ASCII is valid
+    let tail = run.get(SHORT..)?;
+    run_text(
+        run,
+        printable
+            && tail
+                .iter()
+                .fold(true, |ok, &c| ok & (c.wrapping_sub(0x20) < 0x60)),
+    )
+}
+
+/// `run` as text: `printable` (every byte in 0x20..0x80, checked by the caller) is ASCII as is; a
+/// raw control character makes both callers give up (`None`), exactly as when it ended the run.
+fn run_text(run: &[u8], printable: bool) -> Option<&str> {
+    if printable {
+        // SAFETY: every byte of `run` is in 0x20..0x80 (the caller checked), and ASCII is valid
         // UTF-8. Header text is nearly always ASCII; this skips the UTF-8 validation.
         return Some(unsafe { std::str::from_utf8_unchecked(run) });
     }
@@ -74,12 +90,15 @@ impl<'a> Scan<'a> {
     /// A plain JSON integer (no fraction, exponent or leading zero) that fits `i64`.
     fn int(&mut self) -> Option<i64> {
         self.ws();
-        let start = self.i;
-        if self.b.get(self.i) == Some(&b'-') {
+        let neg = self.b.get(self.i) == Some(&b'-');
+        if neg {
             self.i += 1;
         }
         let digits = self.i;
-        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+        // Accumulated as a negative number, so `i64::MIN` fits; overflow is `None` (serde's).
+        let mut acc: i64 = 0;
+        while let Some(&c) = self.b.get(self.i).filter(|c| c.is_ascii_digit()) {
+            acc = acc.checked_mul(10)?.checked_sub(i64::from(c - b'0'))?;
             self.i += 1;
         }
         let n = self.i - digits;
@@ -89,10 +108,11 @@ impl<'a> Scan<'a> {
         if matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E')) {
             return None;
         }
-        std::str::from_utf8(self.b.get(start..self.i)?)
-            .ok()?
-            .parse()
-            .ok()
+        if neg {
+            Some(acc)
+        } else {
+            acc.checked_neg()
+        }
     }
 
     /// A string literal without escapes, borrowed from the input.
@@ -325,6 +345,59 @@ mod tests {
                 String::from_utf8_lossy(h)
             );
         }
+    }
+
+    #[test]
+    fn runs_on_both_sides_of_the_short_loop_and_integers_at_the_limits_agree_with_serde() {
+        // Strings of every length around the 16-byte byte loop, with a control character, a
+        // non-ASCII character, an escape or nothing at each position.
+        for len in 0..40 {
+            for at in 0..len {
+                for odd in [r"\u0001", r"\u00e9", "é", r#"\""#, r"\u0007", r"\u0000"] {
+                    let mut v = "x".repeat(len);
+                    v.replace_range(at..=at, odd);
+                    let h = format!(
+                        r#"{{"code":1,"extFields":{{"k":"{v}","{v}x":"1"}},"remark":"{v}"}}"#
+                    );
+                    // Keys with escapes are left to serde; values and remarks take the fast path.
+                    let plain_keys =
+                        format!(r#"{{"code":1,"extFields":{{"k":"{v}"}},"remark":"{v}"}}"#);
+                    assert!(decode(plain_keys.as_bytes()).is_some(), "{plain_keys}");
+                    same_as_serde(plain_keys.as_bytes());
+                    same_as_serde(h.as_bytes());
+                }
+                // A raw control character: serde refuses, so must the fast path.
+                let mut v = "x".repeat(len).into_bytes();
+                v[at] = 0x01;
+                let mut h = br#"{"code":1,"extFields":{"k":""#.to_vec();
+                h.extend_from_slice(&v);
+                h.extend_from_slice(br#""}}"#);
+                assert!(decode(&h).is_none(), "{len} {at}");
+            }
+        }
+        for n in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "2147483647",
+            "-2147483648",
+            "2147483648",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "01",
+            "-01",
+            "1.0",
+            "1e3",
+            "-",
+            "99999999999999999999",
+        ] {
+            same_as_serde(format!(r#"{{"code":{n},"opaque":{n}}}"#).as_bytes());
+        }
+        assert_eq!(decode(br#"{"code":-2147483648}"#).unwrap().code, i32::MIN);
+        assert!(decode(br#"{"code":9223372036854775808}"#).is_none());
     }
 
     #[test]
