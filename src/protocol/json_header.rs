@@ -133,6 +133,8 @@ fn write_json_string(out: &mut BytesMut, s: &str) {
         out.extend_from_slice(b"\"");
         return;
     }
+    // Room for the text and a few escapes up front, instead of growing per segment.
+    out.reserve(bytes.len() + 32);
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escape: Option<&[u8]> = match b {
@@ -148,7 +150,17 @@ fn write_json_string(out: &mut BytesMut, s: &str) {
         match escape {
             Some(e) => out.extend_from_slice(e),
             None => {
-                let _ = write!(out, "\\u{b:04x}");
+                // `\u00XX` from a table, not `write!`: the property separators are escaped
+                // twice per property in every SEND a client writes.
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xF)],
+                ]);
             }
         }
         start = i + 1;
