@@ -110,21 +110,21 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             what: BenchCommand::Produce(args),
         } => {
-            let report = client_runtime()?.block_on(run_produce(&args))?;
+            let report = client_runtime(usize::from(args.threads))?.block_on(run_produce(&args))?;
             print_produce_report(&args, &report);
             Ok(())
         }
         Command::Bench {
             what: BenchCommand::Consume(args),
         } => {
-            let report = client_runtime()?.block_on(run_consume(&args))?;
+            let report = client_runtime(cores())?.block_on(run_consume(&args))?;
             print_consume_report(&args, &report);
             Ok(())
         }
         Command::Namesrv { listen } => run_namesrv(listen),
         Command::Admin(args) => {
             // An admin error is for a person: one line, no backtrace, exit status 1.
-            if let Err(e) = client_runtime()?.block_on(actormq::admin::run(args)) {
+            if let Err(e) = client_runtime(cores())?.block_on(actormq::admin::run(args)) {
                 eprintln!("error: {e:#}");
                 std::process::exit(1);
             }
@@ -149,11 +149,17 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// The runtime of the over-the-wire benchmarks: plain multi-thread tokio, one worker per core.
-fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The bench clients' runtime with `threads` workers.
+fn client_runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
         .enable_all()
         .thread_name("bench-client")
         .build()?)
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// Waits for SIGINT or SIGTERM.
