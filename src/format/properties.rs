@@ -128,18 +128,31 @@ pub fn entries(props: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
 
 /// Value of `key`, zero-allocation, with exactly the parser's rules (last duplicate wins).
 pub fn find<'a>(props: &'a str, key: &str) -> Option<&'a str> {
+    let k = key.as_bytes();
+    // The parser never yields an empty name or one holding a separator, so such a key has no
+    // value; for any other key, "this segment's name is `key`" is "the segment starts with `key`
+    // followed by char 1", checked without looking for the segment's first char 1.
+    if k.is_empty()
+        || k.iter()
+            .any(|&b| b == NAME_VALUE_SEPARATOR as u8 || b == PROPERTY_SEPARATOR as u8)
+    {
+        return None;
+    }
     // Scanning from the end makes "last wins" a plain first match. Byte positions of the ASCII
-    // separator are char boundaries, so the slicing below cannot fail; it runs on every SEND.
+    // separators are char boundaries, so the slicing below cannot fail; this runs several times
+    // per message on the send and dispatch paths.
     let bytes = props.as_bytes();
     let mut end = bytes.len();
     loop {
-        // memrchr: SIMD, this runs several times per message on the send and dispatch paths.
         let start =
             memchr::memrchr(PROPERTY_SEPARATOR as u8, bytes.get(..end)?).map_or(0, |i| i + 1);
-        if let Some((k, v)) = props.get(start..end).and_then(split_entry) {
-            if k == key {
-                return Some(v);
-            }
+        let seg = bytes.get(start..end)?;
+        // `> k.len() + 1`: an empty value is dropped by the parser.
+        if seg.len() > k.len() + 1
+            && seg.get(k.len()) == Some(&(NAME_VALUE_SEPARATOR as u8))
+            && seg.get(..k.len()) == Some(k)
+        {
+            return props.get(start + k.len() + 1..end);
         }
         if start == 0 {
             return None;
@@ -390,7 +403,7 @@ mod tests {
             for (k, v) in &parsed {
                 prop_assert_eq!(m.get(k), Some(v));
             }
-            for key in ["a", "b", "ab", "ba", "aa", "é", ""] {
+            for key in ["a", "b", "ab", "ba", "aa", "é", "", "a\u{1}", "a\u{1}b", "\u{2}a", "\u{1}"] {
                 prop_assert_eq!(find(&p, key), m.get(key).map(String::as_str));
             }
         }
