@@ -207,16 +207,40 @@ impl HeaderError {
 
 /// Parses a decimal `i32` the way Java's `Integer.parseInt` would, plus surrounding whitespace.
 pub fn parse_i32(field: &str, raw: &str) -> Result<i32, HeaderError> {
-    raw.trim()
-        .parse::<i32>()
-        .map_err(|_| HeaderError::invalid(field, "a 32-bit integer", raw))
+    plain_decimal(raw)
+        .and_then(|v| i32::try_from(v).ok())
+        .or_else(|| raw.trim().parse::<i32>().ok())
+        .ok_or_else(|| HeaderError::invalid(field, "a 32-bit integer", raw))
 }
 
 /// Parses a decimal `i64` (Java `Long.parseLong`, plus surrounding whitespace).
 pub fn parse_i64(field: &str, raw: &str) -> Result<i64, HeaderError> {
-    raw.trim()
-        .parse::<i64>()
-        .map_err(|_| HeaderError::invalid(field, "a 64-bit integer", raw))
+    plain_decimal(raw)
+        .or_else(|| raw.trim().parse::<i64>().ok())
+        .ok_or_else(|| HeaderError::invalid(field, "a 64-bit integer", raw))
+}
+
+/// The common spelling of a header number — an optional `-` and 1 to 18 ASCII digits, nothing
+/// else — read in one pass (a SEND carries seven numbers). `None` sends anything else (a `+`,
+/// whitespace, more digits, garbage) to `str::parse`, which decides.
+fn plain_decimal(raw: &str) -> Option<i64> {
+    let (neg, digits) = match raw.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    if digits.is_empty() || digits.len() > 18 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        // 18 digits cannot overflow i64.
+        v = v * 10 + i64::from(d);
+    }
+    Some(if neg { -v } else { v })
 }
 
 /// Parses a boolean: `true`/`false` in any case (Python sends `True`), or `1`/`0`.
@@ -620,6 +644,50 @@ impl RemotingCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_numbers_read_as_str_parse_reads_them() {
+        for raw in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "+7",
+            " 7",
+            "7 ",
+            "007",
+            "",
+            "-",
+            "+",
+            "--1",
+            "1e3",
+            "1.0",
+            "x",
+            "2147483647",
+            "2147483648",
+            "-2147483648",
+            "-2147483649",
+            "999999999999999999",
+            "-999999999999999999",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "1234567890123456789",
+            "١",
+        ] {
+            assert_eq!(
+                parse_i32("f", raw).ok(),
+                raw.trim().parse::<i32>().ok(),
+                "{raw:?}"
+            );
+            assert_eq!(
+                parse_i64("f", raw).ok(),
+                raw.trim().parse::<i64>().ok(),
+                "{raw:?}"
+            );
+        }
+    }
 
     fn cmd_with(fields: &[(&str, &str)]) -> RemotingCommand {
         let ext: ExtFields = fields.iter().copied().collect();
