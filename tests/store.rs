@@ -1170,6 +1170,52 @@ async fn sync_flush_with_write_buffers_acknowledges_only_flushed_messages() {
     store.shutdown().await.unwrap();
 }
 
+/// SYNC_FLUSH: a flush that fails — here `/dev/null` in place of the CommitLog file's descriptor,
+/// so the ring's `pwrite` "succeeds" and the `fdatasync` fails (EINVAL) — is never acknowledged:
+/// the append is refused with SERVICE_NOT_AVAILABLE naming the file, the store turns read-only,
+/// the flushed position does not move, and the clean stop stops every store thread, then reports
+/// the failure (without waiting for dispatch to reach bytes that will never be flushed).
+#[actix_rt::test]
+async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
+    store.put(msg("T", 0, b"kept", &[])).await.unwrap();
+    let file = store.reader().commit_log().files().last().cloned().unwrap();
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    // SAFETY: swaps the file's descriptor for /dev/null's; the store keeps using the number.
+    assert!(unsafe { libc::dup2(null.as_raw_fd(), file.as_raw_fd()) } >= 0);
+    let flushed = store.flushed_offset();
+
+    let e = store
+        .put(msg("T", 0, b"not durable", &[]))
+        .await
+        .expect_err("an append whose flush failed is not acknowledged");
+    assert_eq!(e.status, PutStatus::ServiceNotAvailable);
+    assert!(
+        e.remark.contains("flushing") && e.remark.contains("00000000000000000000"),
+        "{}",
+        e.remark
+    );
+    let again = store.put(msg("T", 0, b"later", &[])).await.unwrap_err();
+    assert!(again.remark.contains("read-only"), "{}", again.remark);
+    assert_eq!(
+        store.flushed_offset(),
+        flushed,
+        "the flushed position did not move"
+    );
+    // The 20 s is a hang guard (the stop used to wait 30 s for dispatch), not a speed target.
+    let stop = tokio::time::timeout(Duration::from_secs(20), store.shutdown())
+        .await
+        .expect("the stop does not wait for bytes that will never be flushed")
+        .expect_err("the stop reports the failed flush");
+    assert!(stop.to_string().contains("flushing"), "{stop}");
+}
+
 /// Bounded poll for a position another actor moves on its own thread.
 async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     for _ in 0..10_000 {

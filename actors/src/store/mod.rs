@@ -858,7 +858,12 @@ impl Store {
         // Dispatch can only reach committed (readable) bytes: after a successful final commit, or
         // with write rings (committed after every append), that is everything written; after a
         // failed commit it is less, and waiting for the rest would only run out the bound.
-        let end = end.min(self.max_offset());
+        let mut end = end.min(self.max_offset());
+        if self.params.sync_flush && self.state.read_only.load().is_some() {
+            // SYNC_FLUSH dispatches flushed bytes only, and after a failed flush the flushed
+            // position never moves again.
+            end = end.min(self.flushed_offset());
+        }
         if !self.wait_dispatched(end, Duration::from_secs(30)).await {
             tracing::warn!(
                 dispatched = self.dispatched_offset().0,
@@ -880,12 +885,18 @@ impl Store {
         if let Some(i) = &self.index_builder {
             i.send(FlushIndex).await.map_err(io)??;
         }
-        // Last: the CommitLog flush writes the checkpoint with what the builders published.
+        // Last: the CommitLog flush writes the checkpoint with what the builders published. A
+        // failure (a flush that failed earlier is reported here too) is the stop's error, after
+        // the threads are gone.
         let flushed = match &self.flusher {
-            FlushRef::Async(f) => f.send(FlushNow).await.map_err(io)??,
-            FlushRef::Sync(g) => g.send(FlushNow).await.map_err(io)??,
-        };
-        tracing::info!(flushed, "store flushed");
+            FlushRef::Async(f) => f.send(FlushNow).await.map_err(io),
+            FlushRef::Sync(g) => g.send(FlushNow).await.map_err(io),
+        }
+        .and_then(|r| r);
+        match &flushed {
+            Ok(flushed) => tracing::info!(flushed, "store flushed"),
+            Err(e) => tracing::error!(error = %e, "the final CommitLog flush failed"),
+        }
         let arbiters =
             std::mem::take(&mut *self.arbiters.lock().unwrap_or_else(|e| e.into_inner()));
         for a in &arbiters {
@@ -898,6 +909,7 @@ impl Store {
         })
         .await
         .map_err(std::io::Error::other)?;
+        flushed?;
         commit_failed.map_or(Ok(()), Err)
     }
 }
