@@ -357,6 +357,10 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
     table.push_str("producers   msgs/s   p50 us   p99 us  flushes/s  mean batch  msgs/s / (flushes/s x batch)  p99 / bare p99   batch B  bare(batch) p50  bare(batch) p99  p99 / bare(batch) p99\n");
     let body = Bytes::from(vec![0x42u8; args.size]);
     let host: SocketAddr = "127.0.0.1:10911".parse()?;
+    let mut details = String::from(
+        "per row: CPU of this process (cores), and the store actors' mailbox metrics during the run \
+         (messages, mean mailbox wait, mean handle time)\n",
+    );
     for (run, &c) in args.concurrency.iter().enumerate() {
         let dir = root.join(format!("sync-{run}"));
         let mut params = StoreParams::for_tests(&dir);
@@ -376,6 +380,8 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             .group_waiters
             .load(std::sync::atomic::Ordering::Relaxed);
         let bytes0 = store.max_offset().0;
+        let actors0 = crate::metered::snapshot();
+        let cpu0 = crate::bench_wire::process_cpu();
         let started = Instant::now();
         let mut tasks = Vec::new();
         for p in 0..c {
@@ -419,6 +425,8 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             timeouts += to;
         }
         let secs = started.elapsed().as_secs_f64();
+        let cpu = (crate::bench_wire::process_cpu() - cpu0).as_secs_f64() / secs;
+        details.push_str(&actor_deltas(c, cpu, &actors0, &crate::metered::snapshot()));
         let flushes = store
             .state()
             .group_flushes
@@ -455,6 +463,7 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             }
         ));
     }
+    table.push_str(&details);
     Ok(StoreBenchReport {
         append_msgs_per_s: 0.0,
         append_mb_per_s: 0.0,
@@ -467,6 +476,34 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
         sync_table: Some(table),
         recovery: None,
     })
+}
+
+/// One row's line of actor figures: what changed between two snapshots of the mailbox metrics.
+fn actor_deltas(
+    producers: usize,
+    cpu_cores: f64,
+    before: &[crate::metered::ProbeSnapshot],
+    after: &[crate::metered::ProbeSnapshot],
+) -> String {
+    let mut line = format!("{producers:>9}: cpu {cpu_cores:.2}");
+    for a in after {
+        let b = before.iter().find(|b| b.name == a.name);
+        let n = a.messages - b.map_or(0, |b| b.messages);
+        if n == 0 {
+            continue;
+        }
+        let waits = a.wait_count - b.map_or(0, |b| b.wait_count);
+        let wait = a.wait_sum_seconds - b.map_or(0.0, |b| b.wait_sum_seconds);
+        let handle = a.handle_sum_seconds - b.map_or(0.0, |b| b.handle_sum_seconds);
+        line.push_str(&format!(
+            " | {} {n} wait {:.0} us handle {:.0} us",
+            a.name,
+            1e6 * wait / waits.max(1) as f64,
+            1e6 * handle / n as f64
+        ));
+    }
+    line.push('\n');
+    line
 }
 
 pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {

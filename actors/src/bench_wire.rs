@@ -76,7 +76,7 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// CPU time (user + system) this process has used so far.
-fn process_cpu() -> Duration {
+pub(crate) fn process_cpu() -> Duration {
     // SAFETY: getrusage only writes the struct it is given.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
