@@ -1216,6 +1216,56 @@ async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() 
     assert!(stop.to_string().contains("flushing"), "{stop}");
 }
 
+/// ASYNC_FLUSH: the flusher's thread runs 10 nice steps below the process (its write-back bursts
+/// must not take a core from the request path); the rest of the store keeps the process's.
+#[actix_rt::test]
+async fn the_async_flusher_runs_below_the_request_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    store.put(msg("T", 0, b"x", &[])).await.unwrap();
+    // Field 19 of /proc/<pid>/task/<tid>/stat is the nice value; the command name (field 2) has
+    // no spaces for these threads.
+    let nice_of = |comm: &str| -> Vec<i64> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+            .filter(|stat| stat.contains(&format!("({comm})")))
+            .filter_map(|stat| {
+                stat.rsplit(')')
+                    .next()?
+                    .split_whitespace()
+                    .nth(16)?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    };
+    let me: i64 = std::fs::read_to_string("/proc/thread-self/stat")
+        .unwrap()
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Polled: other tests in this process may be starting stores whose flushers have not yet
+    // lowered themselves.
+    until("every flusher thread runs 10 nice steps down", || {
+        let flushers = nice_of("commitlog_flush");
+        !flushers.is_empty() && flushers.iter().all(|&n| n == (me + 10).min(19))
+    })
+    .await;
+    let writers = nice_of("commitlog_write");
+    assert!(
+        !writers.is_empty() && writers.iter().all(|&n| n == me),
+        "{writers:?}"
+    );
+    store.shutdown().await.unwrap();
+}
+
 /// Bounded poll for a position another actor moves on its own thread.
 async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     for _ in 0..10_000 {

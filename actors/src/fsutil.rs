@@ -32,3 +32,22 @@ pub fn space(path: &Path) -> std::io::Result<(u64, u64)> {
     let frsize = st.f_frsize as u64;
     Ok((st.f_blocks as u64 * frsize, st.f_bfree as u64 * frsize))
 }
+
+/// Lowers the calling thread's CPU priority by `by` nice steps (Linux: `setpriority` on the
+/// thread id affects that thread only), for background I/O work that must not take a core from
+/// the request path in bursts. Relative, so a broker started with `nice` keeps its ordering.
+pub fn lower_this_thread_priority(by: i32) -> std::io::Result<()> {
+    // SAFETY: plain syscalls on the calling thread's id; errno is read right after each.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if now == -1 && *libc::__errno_location() != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::setpriority(libc::PRIO_PROCESS, tid, (now + by).min(19)) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
