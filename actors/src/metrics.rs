@@ -111,28 +111,53 @@ impl MessageType {
 /// (`BrokerMetricsManager.getMessageType`): prepared transaction, then sharding key (FIFO), then
 /// any delay or timer property. One pass over the properties, no allocation.
 pub fn message_type(props: &str) -> MessageType {
-    let (mut tran, mut fifo, mut delay) = (false, false, false);
+    let mut t = TypeScan::default();
     // The parser's entries, so a duplicate key reads as Java's map would (the last one wins).
     for (k, v) in actormq_core::format::properties::entries(props) {
-        match k {
-            keys::TRAN_MSG => tran = v.eq_ignore_ascii_case("true"),
-            keys::SHARDING_KEY => fifo = true,
+        t.see(k, v);
+    }
+    t.kind()
+}
+
+/// What decides a message's type, gathered one property entry at a time (for callers that read
+/// other properties in the same pass).
+#[derive(Default)]
+pub struct TypeScan {
+    transaction: bool,
+    fifo: bool,
+    delay: bool,
+}
+
+impl TypeScan {
+    pub fn see(&mut self, key: &str, value: &str) {
+        match key {
+            // Java's `Boolean.parseBoolean`: any case.
+            keys::TRAN_MSG => self.transaction = value.eq_ignore_ascii_case("true"),
+            keys::SHARDING_KEY => self.fifo = true,
             keys::DELAY
             | keys::START_DELIVER_TIME
             | keys::TIMER_DELIVER_MS
             | keys::TIMER_DELAY_SEC
-            | keys::TIMER_DELAY_MS => delay = true,
+            | keys::TIMER_DELAY_MS => self.delay = true,
             _ => {}
         }
     }
-    if tran {
-        MessageType::Transaction
-    } else if fifo {
-        MessageType::Fifo
-    } else if delay {
-        MessageType::Delay
-    } else {
-        MessageType::Normal
+
+    /// A prepared transactional (half) message.
+    pub fn transaction(&self) -> bool {
+        self.transaction
+    }
+
+    pub fn kind(&self) -> MessageType {
+        if self.transaction {
+            MessageType::Transaction
+        } else if self.fifo {
+            MessageType::Fifo
+        } else if self.delay {
+            MessageType::Delay
+        } else {
+            MessageType::Normal
+        }
     }
 }
 

@@ -1440,38 +1440,20 @@ struct SendProps<'a> {
 
 impl<'a> SendProps<'a> {
     fn scan(props: &'a str) -> SendProps<'a> {
-        use crate::metrics::MessageType;
-        let (mut tran, mut cluster, mut uniq, mut fifo, mut delay) =
-            (None, false, None, false, false);
+        let (mut cluster, mut uniq) = (false, None);
+        let mut kind = crate::metrics::TypeScan::default();
         for (k, v) in properties::entries(props) {
             match k {
-                keys::TRAN_MSG => tran = Some(v),
                 keys::CLUSTER => cluster = true,
                 keys::UNIQ_KEY => uniq = Some(v),
-                keys::SHARDING_KEY => fifo = true,
-                keys::DELAY
-                | keys::START_DELIVER_TIME
-                | keys::TIMER_DELIVER_MS
-                | keys::TIMER_DELAY_SEC
-                | keys::TIMER_DELAY_MS => delay = true,
-                _ => {}
+                _ => kind.see(k, v),
             }
         }
-        // Java's `Boolean.parseBoolean`: any case.
-        let transaction = tran.is_some_and(|v| v.eq_ignore_ascii_case("true"));
         SendProps {
-            transaction,
+            transaction: kind.transaction(),
             cluster,
             uniq,
-            kind: if transaction {
-                MessageType::Transaction
-            } else if fifo {
-                MessageType::Fifo
-            } else if delay {
-                MessageType::Delay
-            } else {
-                MessageType::Normal
-            },
+            kind: kind.kind(),
         }
     }
 }
