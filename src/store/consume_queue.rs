@@ -440,10 +440,11 @@ impl ConsumeQueueStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn unit(phy: i64) -> CqUnit {
+    /// A 100-byte unit at `phy` (tags code 7); shared with the queue table's tests.
+    pub(crate) fn unit(phy: i64) -> CqUnit {
         CqUnit {
             phy_offset: phy,
             size: 100,

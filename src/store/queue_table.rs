@@ -339,17 +339,9 @@ impl<'a> RedispatchScan<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::cq_unit::CqUnit;
     use crate::format::record::{check, encode_into, Check};
     use crate::offset::QueueOffset;
-
-    fn unit(phy: i64) -> CqUnit {
-        CqUnit {
-            phy_offset: phy,
-            size: 100,
-            tags_code: 0,
-        }
-    }
+    use crate::store::consume_queue::tests::unit;
 
     /// A ConsumeQueue store with queue `T/q` holding `n` units at physical offsets 0, 100, ...
     fn store_with(dir: &Path, queues: &[(i32, u64)]) -> ConsumeQueueStore {
