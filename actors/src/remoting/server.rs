@@ -52,6 +52,8 @@ pub enum Handled {
 pub struct Replied {
     pub code: i32,
     pub oneway: bool,
+    /// A long-poll pull run again ([`Resume`]): timed from the resume, not from its arrival
+    /// (a parked pull's `NoReply` is never timed).
     pub resumed: bool,
     pub started: std::time::Instant,
 }
