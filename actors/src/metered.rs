@@ -337,6 +337,20 @@ impl<S: Service> ActorRef<S> {
         self.addr.try_send(self.envelope(msg)).is_ok()
     }
 
+    /// Sends without waiting for a reply, past the mailbox bound (actix `do_send`): for a message
+    /// that must not be lost, from a sender whose own load is bounded upstream (the writer's
+    /// SYNC_FLUSH waiters: one per append in flight, and appends are bounded by the writer's
+    /// mailbox). If the actor is gone the message is dropped with whatever it carries.
+    pub fn notify<M>(&self, msg: M)
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        S: Serve<M>,
+        Context<Metered<S>>: ToEnvelope<Metered<S>, Envelope<M>>,
+    {
+        self.addr.do_send(self.envelope(msg))
+    }
+
     /// The actor's own reference, from inside its context.
     pub fn of(ctx: &Context<Metered<S>>) -> ActorRef<S> {
         ActorRef {

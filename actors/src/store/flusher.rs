@@ -7,12 +7,14 @@
 //!   (coalesced; from the writer after appends, or from the `Committer` after a commit when write
 //!   buffers are on) runs the same step at once; with `true` (the default) wakes are ignored, as
 //!   RocketMQ's timed flusher sleeps through them.
-//! * `GroupCommitter` — in: [`FlushUpTo`] `{end}` from the writer for each append that waits
-//!   (`WAIT` absent or true). One flush covers every request pending when it starts; requests that
-//!   arrive during a flush are covered by the next: the flush runs on a [`RunGroupCommit`] the
-//!   group committer sends itself, queued behind the requests already in its mailbox (a 0 ms
-//!   timer would wait for tokio's next 1 ms tick). Out: the replies, and a `Wake` to the reput
-//!   dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes). With write buffers it first
+//! * `GroupCommitter` — in: [`FlushUpTo`] `{end, deadline, reply}` from the writer for each
+//!   append that waits (`WAIT` absent or true). One flush covers every request pending when it
+//!   starts; requests that arrive during a flush are covered by the next: the flush runs on a
+//!   [`RunGroupCommit`] the group committer sends itself, queued behind the requests already in
+//!   its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's `reply`,
+//!   called on this thread, which answers the producer directly ([`FlushOutcome`]; FLUSH_DISK_TIMEOUT
+//!   once its deadline passes, checked every 10 ms), and a `Wake` to the reput dispatcher (in
+//!   SYNC_FLUSH it may only dispatch flushed bytes). With write buffers it first
 //!   commits everything written (`pwrite`), then fdatasyncs — it is the committer in SYNC_FLUSH.
 //!
 //! Only committed bytes are flushed: with write buffers a file is flushed with `fdatasync` up to
@@ -29,7 +31,6 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use actormq_core::store::checkpoint::Checkpoint;
 use actormq_core::store::mapped_file_queue::FileQueueView;
-use tokio::sync::oneshot;
 
 use super::committer::commit_all;
 use super::reput::{ReputDispatcher, Wake};
@@ -326,15 +327,89 @@ impl Serve<FlushNow> for Flusher {
     }
 }
 
-/// Reply when everything up to `end` is on disk (or an error saying why it is not).
-pub struct FlushUpTo(pub u64);
+/// How a SYNC_FLUSH wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlushOutcome {
+    /// Everything up to the waiter's end is on disk.
+    Flushed,
+    /// `syncFlushTimeout` passed first: the message is stored but not known to be durable
+    /// (FLUSH_DISK_TIMEOUT).
+    TimedOut,
+    /// The flush failed and the store has turned read-only; the reason.
+    Failed(String),
+}
+
+/// Call `reply` once everything below `end` is flushed, or at `deadline` with
+/// [`FlushOutcome::TimedOut`]. Sent (without a response channel) by the writer for each append
+/// that waits; `reply` runs on the group committer's thread and answers the producer directly.
+/// Not an actix response: a response future per waiter would be polled at every wake of the
+/// group committer (hundreds of waiters × hundreds of wakes per flush at 256 producers), and its
+/// answer would travel back through the writer's thread before reaching the producer.
+pub struct FlushUpTo {
+    pub end: u64,
+    pub deadline: Instant,
+    pub reply: Box<dyn FnOnce(FlushOutcome) + Send>,
+}
 impl Message for FlushUpTo {
-    type Result = Result<(), String>;
+    type Result = ();
+}
+
+/// The appends waiting for a flush, in arrival order (from one writer with one timeout, both
+/// their ends and their deadlines grow along it — nothing below relies on it for correctness).
+#[derive(Default)]
+struct Waiters {
+    list: Vec<FlushUpTo>,
+    /// The other half of `answer`'s double buffer, kept for its capacity.
+    spare: Vec<FlushUpTo>,
+}
+
+impl Waiters {
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    fn push(&mut self, w: FlushUpTo) {
+        self.list.push(w);
+    }
+
+    /// Answers (in order) every waiter `due` picks with `outcome`, keeps the others in order;
+    /// returns how many were answered. One pass, no allocation once warm.
+    fn answer(&mut self, due: impl Fn(&FlushUpTo) -> bool, outcome: FlushOutcome) -> u64 {
+        let mut n = 0;
+        let mut keep = std::mem::take(&mut self.spare);
+        for w in self.list.drain(..) {
+            if due(&w) {
+                (w.reply)(outcome.clone());
+                n += 1;
+            } else {
+                keep.push(w);
+            }
+        }
+        self.spare = std::mem::replace(&mut self.list, keep);
+        n
+    }
+
+    /// Answers every waiter whose end is at or below `flushed`; returns how many.
+    fn flushed(&mut self, flushed: u64) -> u64 {
+        self.answer(|w| w.end <= flushed, FlushOutcome::Flushed)
+    }
+
+    /// Answers FLUSH_DISK_TIMEOUT to the waiters whose deadline is at or before `now`.
+    fn expire(&mut self, now: Instant) {
+        if !self.list.is_empty() {
+            self.answer(|w| w.deadline <= now, FlushOutcome::TimedOut);
+        }
+    }
+
+    /// The flush failed: every waiter gets the reason.
+    fn fail(&mut self, why: &str) {
+        self.answer(|_| true, FlushOutcome::Failed(why.to_owned()));
+    }
 }
 
 pub struct GroupCommitter {
     core: FlushCore,
-    waiters: Vec<(u64, oneshot::Sender<Result<(), String>>)>,
+    waiters: Waiters,
     scheduled: bool,
     reput: Option<ActorRef<ReputDispatcher>>,
     /// Our own address, for [`RunGroupCommit`].
@@ -351,7 +426,7 @@ impl GroupCommitter {
     pub fn new(core: FlushCore, reput: Option<ActorRef<ReputDispatcher>>) -> Self {
         GroupCommitter {
             core,
-            waiters: Vec::new(),
+            waiters: Waiters::default(),
             scheduled: false,
             reput,
             me: None,
@@ -383,17 +458,12 @@ impl GroupCommitter {
         }
         match self.core.flush(0) {
             Ok(flushed) => {
-                let (done, pending): (Vec<_>, Vec<_>) =
-                    self.waiters.drain(..).partition(|(end, _)| *end <= flushed);
+                let done = self.waiters.flushed(flushed);
                 let st = &self.core.state;
                 st.group_flushes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 st.group_waiters
-                    .fetch_add(done.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                for (_, tx) in done {
-                    let _ = tx.send(Ok(()));
-                }
-                self.waiters = pending;
+                    .fetch_add(done, std::sync::atomic::Ordering::Relaxed);
                 if let Some(r) = &self.reput {
                     r.try_notify(Wake);
                 }
@@ -403,12 +473,7 @@ impl GroupCommitter {
                     self.schedule(ctx);
                 }
             }
-            Err(e) => {
-                let why = e.to_string();
-                for (_, tx) in self.waiters.drain(..) {
-                    let _ = tx.send(Err(why.clone()));
-                }
-            }
+            Err(e) => self.waiters.fail(&e.to_string()),
         }
     }
 }
@@ -424,6 +489,8 @@ impl Service for GroupCommitter {
         ctx.run_interval(Duration::from_millis(10), |act, _| {
             let me = &mut act.inner;
             me.core.tick();
+            // `syncFlushTimeout` is checked to this tick's 10 ms.
+            me.waiters.expire(Instant::now());
             // Written, not just readable: with write buffers the commit happens in this flush.
             if me.core.state.read_only.load().is_none()
                 && me.core.state.flushed() < me.core.view.max_wrote_offset()
@@ -446,22 +513,16 @@ impl Serve<RunGroupCommit> for GroupCommitter {
 }
 
 impl Serve<FlushUpTo> for GroupCommitter {
-    type Reply = actix::ResponseFuture<Result<(), String>>;
-    fn serve(&mut self, m: FlushUpTo, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
-        if self.core.state.flushed() >= m.0 {
-            return Box::pin(async { Ok(()) });
+    type Reply = ();
+    fn serve(&mut self, m: FlushUpTo, ctx: &mut Context<Metered<Self>>) {
+        if self.core.state.flushed() >= m.end {
+            return (m.reply)(FlushOutcome::Flushed);
         }
         if let Some(r) = self.core.state.read_only.load_full() {
-            let why = r.to_string();
-            return Box::pin(async move { Err(why) });
+            return (m.reply)(FlushOutcome::Failed(r.to_string()));
         }
-        let (tx, rx) = oneshot::channel();
-        self.waiters.push((m.0, tx));
+        self.waiters.push(m);
         self.schedule(ctx);
-        Box::pin(async move {
-            rx.await
-                .unwrap_or_else(|_| Err("the group committer stopped".into()))
-        })
     }
 }
 
@@ -469,5 +530,56 @@ impl Serve<FlushNow> for GroupCommitter {
     type Reply = std::io::Result<u64>;
     fn serve(&mut self, _: FlushNow, _: &mut Context<Metered<Self>>) -> Self::Reply {
         self.core.flush_now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A waiter for `end` expiring at `deadline` whose answer lands in `log` as `(end, outcome)`.
+    fn waiter(
+        log: &Arc<Mutex<Vec<(u64, FlushOutcome)>>>,
+        end: u64,
+        deadline: Instant,
+    ) -> FlushUpTo {
+        let log = log.clone();
+        FlushUpTo {
+            end,
+            deadline,
+            reply: Box::new(move |o| log.lock().unwrap().push((end, o))),
+        }
+    }
+
+    #[test]
+    fn waiters_are_answered_by_the_flush_that_covers_them_or_time_out_at_their_deadline() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut w = Waiters::default();
+        for (end, after) in [(100, 10), (200, 20), (300, 30), (400, 40)] {
+            w.push(waiter(&log, end, t0 + ms(after)));
+        }
+        assert_eq!(w.flushed(250), 2, "ends 100 and 200 are on disk");
+        w.expire(t0 + ms(29));
+        assert_eq!(log.lock().unwrap().len(), 2, "no deadline passed yet");
+        w.expire(t0 + ms(30));
+        assert_eq!(w.flushed(300), 0, "300 already answered: timed out");
+        w.fail("flushing 000… failed: EIO");
+        assert!(w.is_empty());
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![
+                (100, FlushOutcome::Flushed),
+                (200, FlushOutcome::Flushed),
+                (300, FlushOutcome::TimedOut),
+                (
+                    400,
+                    FlushOutcome::Failed("flushing 000… failed: EIO".into())
+                ),
+            ],
+            "each waiter answered exactly once, with what happened to it"
+        );
     }
 }

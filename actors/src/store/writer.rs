@@ -28,12 +28,94 @@ use actormq_core::store::status::PutError;
 
 use super::allocator::{AllocateNext, MappedFileAllocator};
 use super::committer::commit_all;
-use super::flusher::{FlushUpTo, GroupCommitter};
+use super::flusher::{FlushOutcome, FlushUpTo, GroupCommitter};
 use super::state::StoreState;
 use super::wake::Waker;
-use crate::metered::{ActorRef, MaybeLater, Metered, Reply, Serve, Service};
+use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 use actormq_core::format::properties::{self, keys};
 use actormq_core::store::status::PutStatus;
+
+/// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
+/// handed to the group committer as a [`FlushUpTo`] whose `reply` sends it, settled by how the
+/// flush ended ([`Settle`]), straight to the producer: the answer does not come back through this
+/// thread, and no future or timer is kept per waiting append.
+pub enum AppendReply<T> {
+    Now(T),
+    AfterFlush {
+        value: T,
+        end: u64,
+        gc: ActorRef<GroupCommitter>,
+        timeout: std::time::Duration,
+    },
+}
+
+/// What an append's reply becomes once its flush has ended.
+pub trait Settle: Sized {
+    fn settle(self, outcome: &FlushOutcome) -> Self;
+}
+
+impl Settle for Result<AppendOk, PutError> {
+    fn settle(self, outcome: &FlushOutcome) -> Self {
+        let mut ok = self?;
+        match outcome {
+            FlushOutcome::Flushed => {}
+            FlushOutcome::TimedOut => ok.status = PutStatus::FlushDiskTimeout,
+            FlushOutcome::Failed(e) => {
+                return Err(PutError::new(
+                    PutStatus::ServiceNotAvailable,
+                    format!("the flush failed: {e}"),
+                ))
+            }
+        }
+        Ok(ok)
+    }
+}
+
+impl Settle for Vec<Result<AppendOk, PutError>> {
+    fn settle(self, outcome: &FlushOutcome) -> Self {
+        self.into_iter().map(|r| r.settle(outcome)).collect()
+    }
+}
+
+impl Settle for Result<(AppendOk, Vec<PhyOffset>), PutError> {
+    fn settle(self, outcome: &FlushOutcome) -> Self {
+        let (ok, offsets) = self?;
+        Ok((Ok(ok).settle(outcome)?, offsets))
+    }
+}
+
+impl<A, M, T> actix::dev::MessageResponse<A, M> for AppendReply<T>
+where
+    A: Actor,
+    M: Message<Result = T>,
+    T: Settle + Send + 'static,
+{
+    fn handle(self, _: &mut A::Context, tx: Option<actix::dev::OneshotSender<T>>) {
+        match self {
+            AppendReply::Now(v) => {
+                if let Some(tx) = tx {
+                    let _ = tx.send(v);
+                }
+            }
+            AppendReply::AfterFlush {
+                value,
+                end,
+                gc,
+                timeout,
+            } => {
+                // Sent without a response channel: nobody waits for the answer.
+                let Some(tx) = tx else { return };
+                gc.notify(FlushUpTo {
+                    end,
+                    deadline: std::time::Instant::now() + timeout,
+                    reply: Box::new(move |outcome| {
+                        let _ = tx.send(value.settle(&outcome));
+                    }),
+                });
+            }
+        }
+    }
+}
 
 pub struct AppendMessage(pub NewMessage);
 impl Message for AppendMessage {
@@ -125,21 +207,18 @@ impl CommitLogWriter {
             .map(|r| PutError::new(PutStatus::ServiceNotAvailable, r))
     }
 
-    /// In SYNC_FLUSH, a future that resolves when `end` is flushed: `Ok(true)` flushed,
-    /// `Ok(false)` timed out (FLUSH_DISK_TIMEOUT, the message is stored), `Err` the flush failed.
-    fn flush_wait(
-        &self,
-        end: u64,
-    ) -> Option<futures_util::future::LocalBoxFuture<'static, Result<bool, String>>> {
-        let (gc, timeout) = self.sync.clone()?;
-        Some(Box::pin(async move {
-            match tokio::time::timeout(timeout, gc.send(FlushUpTo(end))).await {
-                Ok(Ok(Ok(()))) => Ok(true),
-                Ok(Ok(Err(e))) => Err(e),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Ok(false),
-            }
-        }))
+    /// The reply to an append: `value` now, or — in SYNC_FLUSH, when it waits — once the group
+    /// committer has flushed up to `end` (see [`AppendReply`]).
+    fn reply_after_flush<T>(&self, value: T, end: u64, waits: bool) -> AppendReply<T> {
+        match &self.sync {
+            Some((gc, timeout)) if waits => AppendReply::AfterFlush {
+                value,
+                end,
+                gc: gc.clone(),
+                timeout: *timeout,
+            },
+            _ => AppendReply::Now(value),
+        }
     }
 
     /// After an append message: commit (write rings), then publish the store time — in that
@@ -210,43 +289,29 @@ impl Service for CommitLogWriter {
 }
 
 impl Serve<AppendMessage> for CommitLogWriter {
-    type Reply = MaybeLater<Result<AppendOk, PutError>>;
+    type Reply = AppendReply<Result<AppendOk, PutError>>;
     fn serve(&mut self, msg: AppendMessage, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
         if let Some(e) = self.refused() {
-            return MaybeLater::Now(Err(e));
+            return AppendReply::Now(Err(e));
         }
         let now = self.clock.now_ms();
-        let mut ok = match self.log.append(&msg.0, now) {
+        let ok = match self.log.append(&msg.0, now) {
             Ok(ok) => ok,
-            Err(e) => return MaybeLater::Now(Err(e)),
+            Err(e) => return AppendReply::Now(Err(e)),
         };
         if let Err(e) = self.after_append(now, ok.rolled_into, ctx) {
-            return MaybeLater::Now(Err(e));
+            return AppendReply::Now(Err(e));
         }
-        match self.flush_wait(ok.end_offset().0).filter(|_| waits(&msg.0)) {
-            None => MaybeLater::Now(Ok(ok)),
-            Some(wait) => MaybeLater::Later(Box::pin(async move {
-                match wait.await {
-                    Ok(true) => Ok(ok),
-                    Ok(false) => {
-                        ok.status = PutStatus::FlushDiskTimeout;
-                        Ok(ok)
-                    }
-                    Err(e) => Err(PutError::new(
-                        PutStatus::ServiceNotAvailable,
-                        format!("the flush failed: {e}"),
-                    )),
-                }
-            })),
-        }
+        let end = ok.end_offset().0;
+        self.reply_after_flush(Ok(ok), end, waits(&msg.0))
     }
 }
 
 impl Serve<AppendBatch> for CommitLogWriter {
-    type Reply = MaybeLater<Vec<Result<AppendOk, PutError>>>;
+    type Reply = AppendReply<Vec<Result<AppendOk, PutError>>>;
     fn serve(&mut self, msg: AppendBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
         if let Some(e) = self.refused() {
-            return MaybeLater::Now(msg.0.iter().map(|_| Err(e.clone())).collect());
+            return AppendReply::Now(msg.0.iter().map(|_| Err(e.clone())).collect());
         }
         let now = self.clock.now_ms();
         let mut rolled = None;
@@ -269,61 +334,28 @@ impl Serve<AppendBatch> for CommitLogWriter {
             Ok(()) => out,
             Err(e) => out.into_iter().map(|r| r.and(Err(e.clone()))).collect(),
         };
-        match self.flush_wait(wait_end).filter(|_| wait_end > 0) {
-            None => MaybeLater::Now(out),
-            Some(wait) => MaybeLater::Later(Box::pin(async move {
-                let w = wait.await;
-                out.into_iter()
-                    .map(|r| match (r, &w) {
-                        (Ok(ok), Ok(true)) => Ok(ok),
-                        (Ok(mut ok), Ok(false)) => {
-                            ok.status = PutStatus::FlushDiskTimeout;
-                            Ok(ok)
-                        }
-                        (Ok(_), Err(e)) => Err(PutError::new(
-                            PutStatus::ServiceNotAvailable,
-                            format!("the flush failed: {e}"),
-                        )),
-                        (Err(e), _) => Err(e),
-                    })
-                    .collect()
-            })),
-        }
+        self.reply_after_flush(out, wait_end, wait_end > 0)
     }
 }
 
 impl Serve<AppendProducerBatch> for CommitLogWriter {
-    type Reply = MaybeLater<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
+    type Reply = AppendReply<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
     fn serve(&mut self, msg: AppendProducerBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
         if let Some(e) = self.refused() {
-            return MaybeLater::Now(Err(e));
+            return AppendReply::Now(Err(e));
         }
         let now = self.clock.now_ms();
         let mut offsets = Vec::with_capacity(msg.0.len());
-        let mut ok = match self.log.append_batch(&msg.0, now, &mut offsets) {
+        let ok = match self.log.append_batch(&msg.0, now, &mut offsets) {
             Ok(ok) => ok,
-            Err(e) => return MaybeLater::Now(Err(e)),
+            Err(e) => return AppendReply::Now(Err(e)),
         };
         if let Err(e) = self.after_append(now, ok.rolled_into, ctx) {
-            return MaybeLater::Now(Err(e));
+            return AppendReply::Now(Err(e));
         }
         let wants = msg.0.first().is_some_and(waits);
-        match self.flush_wait(ok.end_offset().0).filter(|_| wants) {
-            None => MaybeLater::Now(Ok((ok, offsets))),
-            Some(wait) => MaybeLater::Later(Box::pin(async move {
-                match wait.await {
-                    Ok(true) => Ok((ok, offsets)),
-                    Ok(false) => {
-                        ok.status = PutStatus::FlushDiskTimeout;
-                        Ok((ok, offsets))
-                    }
-                    Err(e) => Err(PutError::new(
-                        PutStatus::ServiceNotAvailable,
-                        format!("the flush failed: {e}"),
-                    )),
-                }
-            })),
-        }
+        let end = ok.end_offset().0;
+        self.reply_after_flush(Ok((ok, offsets)), end, wants)
     }
 }
 
@@ -362,5 +394,62 @@ impl Serve<RemoveTopic> for CommitLogWriter {
     fn serve(&mut self, m: RemoveTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
         self.log.remove_topic(&m.0);
         MessageResult(self.log.max_offset())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok() -> AppendOk {
+        AppendOk {
+            phy_offset: PhyOffset(4096),
+            wrote_bytes: 200,
+            queue_offset: QueueOffset(7),
+            msg_num: 1,
+            store_timestamp: 1,
+            rolled_into: None,
+            status: PutStatus::PutOk,
+        }
+    }
+
+    #[test]
+    fn a_settled_reply_says_how_the_flush_ended_and_keeps_what_was_stored() {
+        let one: Result<AppendOk, PutError> = Ok(ok());
+        assert_eq!(
+            one.clone().settle(&FlushOutcome::Flushed).unwrap().status,
+            PutStatus::PutOk
+        );
+        let late = one.clone().settle(&FlushOutcome::TimedOut).unwrap();
+        assert_eq!(late.status, PutStatus::FlushDiskTimeout);
+        assert_eq!(
+            (late.phy_offset, late.queue_offset),
+            (PhyOffset(4096), QueueOffset(7)),
+            "stored all the same: the offsets stay"
+        );
+        let failed = one
+            .settle(&FlushOutcome::Failed("flushing x failed: EIO".into()))
+            .unwrap_err();
+        assert_eq!(failed.status, PutStatus::ServiceNotAvailable);
+        assert_eq!(failed.remark, "the flush failed: flushing x failed: EIO");
+
+        let refused = PutError::new(PutStatus::MessageIllegal, "too big");
+        let batch: Vec<Result<AppendOk, PutError>> = vec![Ok(ok()), Err(refused.clone())];
+        let settled = batch.settle(&FlushOutcome::TimedOut);
+        assert_eq!(
+            settled[0].as_ref().unwrap().status,
+            PutStatus::FlushDiskTimeout
+        );
+        assert_eq!(
+            settled[1].as_ref().unwrap_err().remark,
+            "too big",
+            "an error stays itself"
+        );
+
+        let producer: Result<(AppendOk, Vec<PhyOffset>), PutError> =
+            Ok((ok(), vec![PhyOffset(4096), PhyOffset(4196)]));
+        let (late, offsets) = producer.settle(&FlushOutcome::TimedOut).unwrap();
+        assert_eq!(late.status, PutStatus::FlushDiskTimeout);
+        assert_eq!(offsets, vec![PhyOffset(4096), PhyOffset(4196)]);
     }
 }
