@@ -6,7 +6,9 @@
 //!   `flushCommitLogThoroughInterval`. With `flushCommitLogTimed=false` a [`FlushWake`]
 //!   (coalesced; from the writer after appends, or from the `Committer` after a commit when write
 //!   buffers are on) runs the same step at once; with `true` (the default) wakes are ignored, as
-//!   RocketMQ's timed flusher sleeps through them.
+//!   RocketMQ's timed flusher sleeps through them. Between flushes, every 10 ms, it starts
+//!   write-back of each 4 MiB committed since (`Flusher::write_behind`), so the flush finds the
+//!   pages on their way to disk rather than writing them all back in one burst.
 //! * `GroupCommitter` — in: [`FlushUpTo`] `{end, deadline, reply}` from the writer for each
 //!   append that waits (`WAIT` absent or true). One flush covers every request pending when it
 //!   starts; requests that arrive during a flush are covered by the next: the flush runs on a
@@ -246,6 +248,10 @@ pub struct Flusher {
     last_thorough: Instant,
     /// `flushCommitLogTimed`: true ⇒ only the interval runs a flush; wakes are ignored.
     timed: bool,
+    /// Where the next write-behind starts (global offset; see [`Flusher::write_behind`]).
+    behind: u64,
+    /// A write-behind failed: logged once, then left to the flush, which reports the cause.
+    behind_failed: bool,
     /// Cleared when a `FlushWake` is handled (the sender's side of the coalescing).
     woken: Arc<AtomicBool>,
 }
@@ -259,6 +265,8 @@ impl Flusher {
             thorough,
             last_thorough: Instant::now(),
             timed: true,
+            behind: 0,
+            behind_failed: false,
             woken: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -285,7 +293,44 @@ impl Flusher {
             self.core.maybe_checkpoint(false);
         }
     }
+
+    /// Starts write-back of what was committed since the last call, once at least
+    /// [`WRITE_BEHIND_BYTES`] are pending (`MappedFile::write_behind`), so that the timed flush
+    /// finds the pages on their way to disk instead of writing them all back in one burst.
+    fn write_behind(&mut self) {
+        if self.behind_failed || self.core.state.read_only.load().is_some() {
+            return;
+        }
+        let mut from = self.behind.max(self.core.state.flushed());
+        for f in self.core.view.files().iter() {
+            let (start, end) = (f.file_from_offset(), f.file_from_offset() + f.file_size());
+            if end <= from {
+                continue;
+            }
+            match f.write_behind(from.saturating_sub(start), WRITE_BEHIND_BYTES) {
+                Ok(pos) => {
+                    self.behind = start + pos;
+                    if pos < f.file_size() {
+                        break;
+                    }
+                    from = end;
+                }
+                Err(e) => {
+                    // Nothing is lost: the flush writes the same pages and reports any error.
+                    tracing::warn!(file = %f.path().display(), error = %e, "early write-back failed; leaving it to the flush");
+                    self.behind_failed = true;
+                    break;
+                }
+            }
+        }
+    }
 }
+
+/// How often the async flusher starts write-back of newly committed bytes, and how many must be
+/// pending: at 120 k msgs/s of 1 KiB (~140 MB/s), one call of ~4 MiB every third tick; an idle
+/// store costs a load of two positions per tick.
+const WRITE_BEHIND_TICK: Duration = Duration::from_millis(10);
+const WRITE_BEHIND_BYTES: u64 = 4 << 20;
 
 /// Nice steps the async flusher's thread runs below the broker's. Its `fdatasync` spends ~10 ms
 /// of CPU per 500 ms flush at 120 k msgs/s (page walking and block allocation of the write-back),
@@ -307,6 +352,7 @@ impl Service for Flusher {
             act.inner.core.tick();
             act.inner.step();
         });
+        ctx.run_interval(WRITE_BEHIND_TICK, |act, _| act.inner.write_behind());
     }
 }
 
