@@ -210,7 +210,8 @@ fn finish_frame(cmd: &RemotingCommand, out: &mut BytesMut, start: usize, header_
 
 /// Fuzzing entry point: runs the decoder over arbitrary bytes, as a connection would, and checks
 /// that every decoded command survives re-encoding. Panics only on a bug (a decoder panic or a
-/// round-trip mismatch), never on bad input. Also feeds each body to the body/batch parsers.
+/// round-trip mismatch), never on bad input. Also feeds each body to the body/batch parsers, and
+/// checks the SEND path's zero-allocation property lookup against the full properties parser.
 pub fn fuzz_decode(data: &[u8]) {
     let mut buf = BytesMut::from(data);
     while let Ok(Some(cmd)) = decode_frame(&mut buf, MAX_FRAME_BYTES) {
@@ -226,7 +227,16 @@ pub fn fuzz_decode(data: &[u8]) {
             );
             assert!(out.is_empty(), "re-encoded frame left bytes behind");
         }
-        let _ = super::header::SendMessageRequestHeader::from_command(&cmd);
+        if let Ok(h) = super::header::SendMessageRequestHeader::from_command(&cmd) {
+            // The SEND path reads properties with `find`; it must agree with the full parser.
+            for (k, v) in crate::format::properties::parse(&h.properties) {
+                assert_eq!(
+                    crate::format::properties::find(&h.properties, &k),
+                    Some(v.as_str()),
+                    "properties::find disagrees with properties::parse on {k:?}"
+                );
+            }
+        }
         let _ = super::header::PullMessageRequestHeader::from_command(&cmd);
         let _ = super::batch::decode_batch(&cmd.body);
         let _ = super::body::parse_java_json::<super::body::HeartbeatData>(&cmd.body);
