@@ -3,7 +3,9 @@
 //!
 //! In: [`AppendMessage`] (one message), [`AppendBatch`] (many independent messages in one mailbox
 //! message — the batched hop), [`AppendProducerBatch`] (a SEND_BATCH: one topic/queue, one unit),
-//! [`GetWriterState`], [`RemoveTopic`] (a deleted topic). Out: replies with the offsets assigned;
+//! [`GetWriterState`], [`RemoveTopic`] (a deleted topic). Out: replies with the offsets assigned
+//! (in SYNC_FLUSH, for an append that waits, by way of a [`FlushUpTo`] to the group committer,
+//! which answers the producer itself once the flush covers it: [`AppendReply`]);
 //! `AllocateNext` to the allocator when it rolls into a file; coalesced wakes after appending (see
 //! `Waker`): to the reput dispatcher, or — with write buffers in ASYNC_FLUSH — to the `Committer`
 //! instead (appended bytes are not readable until committed; the committer wakes reput), and to an
