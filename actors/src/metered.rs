@@ -174,39 +174,6 @@ pub trait Serve<M: Message>: Service {
 /// A plain-value reply to `M` through the meter (the counterpart of `actix::MessageResult`).
 pub type Reply<M> = MessageResult<Envelope<M>>;
 
-/// A reply that is either ready now (no allocation, the common case) or comes from a future
-/// awaited off the actor (e.g. a SYNC_FLUSH append waiting for its flush). The actor goes on with
-/// its mailbox while the future runs.
-pub enum MaybeLater<T> {
-    Now(T),
-    Later(futures_util::future::LocalBoxFuture<'static, T>),
-}
-
-impl<A, M, T> MessageResponse<A, M> for MaybeLater<T>
-where
-    A: Actor,
-    M: Message<Result = T>,
-    T: 'static,
-{
-    fn handle(self, _: &mut A::Context, tx: Option<actix::dev::OneshotSender<T>>) {
-        match self {
-            MaybeLater::Now(v) => {
-                if let Some(tx) = tx {
-                    let _ = tx.send(v);
-                }
-            }
-            MaybeLater::Later(fut) => {
-                actix_rt::spawn(async move {
-                    let v = fut.await;
-                    if let Some(tx) = tx {
-                        let _ = tx.send(v);
-                    }
-                });
-            }
-        }
-    }
-}
-
 /// The actix actor that runs a [`Service`] and meters it.
 pub struct Metered<S> {
     pub inner: S,
