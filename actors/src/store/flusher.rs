@@ -9,14 +9,14 @@
 //!   RocketMQ's timed flusher sleeps through them. Between flushes, every 10 ms, it starts
 //!   write-back of each 4 MiB committed since (`Flusher::write_behind`), so the flush finds the
 //!   pages on their way to disk rather than writing them all back in one burst.
-//! * `GroupCommitter` — in: [`FlushUpTo`] `{end, deadline, reply}` from the writer for each
+//! * `GroupCommitter` — in: [`FlushUpTo`] `{end, reply}` from the writer for each
 //!   append that waits (`WAIT` absent or true). One flush covers every request pending when it
 //!   starts; requests that arrive during a flush are covered by the next: the flush runs on a
 //!   [`RunGroupCommit`] the group committer sends itself, queued behind the requests already in
-//!   its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's `reply`,
-//!   called on this thread, which answers the producer directly ([`FlushOutcome`]; FLUSH_DISK_TIMEOUT
-//!   once its deadline passes, checked every 10 ms), and a `Wake` to the reput dispatcher (in
-//!   SYNC_FLUSH it may only dispatch flushed bytes). With write buffers it first
+//!   its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
+//!   [`PendingReply`] answered on this thread, straight to the producer ([`FlushOutcome`]; the
+//!   writer answers FLUSH_DISK_TIMEOUT instead if `syncFlushTimeout` passes first), and a `Wake`
+//!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes). With write buffers it first
 //!   commits everything written (`pwrite`), then fdatasyncs — it is the committer in SYNC_FLUSH.
 //!
 //! Only committed bytes are flushed: with write buffers a file is flushed with `fdatasync` up to
@@ -385,23 +385,44 @@ pub enum FlushOutcome {
     Failed(String),
 }
 
-/// Call `reply` once everything below `end` is flushed, or at `deadline` with
-/// [`FlushOutcome::TimedOut`]. Sent (without a response channel) by the writer for each append
-/// that waits; `reply` runs on the group committer's thread and answers the producer directly.
-/// Not an actix response: a response future per waiter would be polled at every wake of the
-/// group committer (hundreds of waiters × hundreds of wakes per flush at 256 producers), and its
-/// answer would travel back through the writer's thread before reaching the producer.
+/// One waiting append's answer, given exactly once: by the group committer when its flush ends,
+/// or by the writer's timeout tick once `syncFlushTimeout` has passed — whichever comes first.
+/// The timeout is not the group committer's job because it blocks in `fdatasync`: on a stalled
+/// disk the producer must still get FLUSH_DISK_TIMEOUT in time, as RocketMQ's producer-side wait
+/// gives it. The lock is taken once by each side, uncontended unless both come at once.
+#[derive(Default)]
+pub struct PendingReply(std::sync::Mutex<Option<Answer>>);
+
+/// What answering a [`PendingReply`] does: sends the producer its reply, settled by the outcome.
+pub type Answer = Box<dyn FnOnce(FlushOutcome) + Send>;
+
+impl PendingReply {
+    /// Sets what answering does (before anyone can answer).
+    pub fn set(&self, reply: Answer) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply);
+    }
+
+    /// Answers with `outcome` unless answered already; true if this call answered.
+    pub fn answer(&self, outcome: FlushOutcome) -> bool {
+        let reply = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        reply.map(|r| r(outcome)).is_some()
+    }
+}
+
+/// Answer `reply` once everything below `end` is flushed. Sent (without a response channel) by
+/// the writer for each append that waits; the group committer answers on its own thread, straight
+/// to the producer. Not an actix response: a response future per waiter would be polled at every
+/// wake of the group committer (hundreds of waiters × hundreds of wakes per flush at 256
+/// producers), and its answer would travel back through the writer's thread.
 pub struct FlushUpTo {
     pub end: u64,
-    pub deadline: Instant,
-    pub reply: Box<dyn FnOnce(FlushOutcome) + Send>,
+    pub reply: Arc<PendingReply>,
 }
 impl Message for FlushUpTo {
     type Result = ();
 }
 
-/// The appends waiting for a flush, in arrival order (from one writer with one timeout, both
-/// their ends and their deadlines grow along it — nothing below relies on it for correctness).
+/// The appends waiting for a flush, in arrival order.
 #[derive(Default)]
 struct Waiters {
     list: Vec<FlushUpTo>,
@@ -419,13 +440,14 @@ impl Waiters {
     }
 
     /// Answers (in order) every waiter `due` picks with `outcome`, keeps the others in order;
-    /// returns how many were answered. One pass, no allocation once warm.
+    /// returns how many were due. One pass, no allocation once warm.
     fn answer(&mut self, due: impl Fn(&FlushUpTo) -> bool, outcome: FlushOutcome) -> u64 {
         let mut n = 0;
         let mut keep = std::mem::take(&mut self.spare);
         for w in self.list.drain(..) {
             if due(&w) {
-                (w.reply)(outcome.clone());
+                // Already answered (timed out at the writer) is fine: the flush still covered it.
+                w.reply.answer(outcome.clone());
                 n += 1;
             } else {
                 keep.push(w);
@@ -438,13 +460,6 @@ impl Waiters {
     /// Answers every waiter whose end is at or below `flushed`; returns how many.
     fn flushed(&mut self, flushed: u64) -> u64 {
         self.answer(|w| w.end <= flushed, FlushOutcome::Flushed)
-    }
-
-    /// Answers FLUSH_DISK_TIMEOUT to the waiters whose deadline is at or before `now`.
-    fn expire(&mut self, now: Instant) {
-        if !self.list.is_empty() {
-            self.answer(|w| w.deadline <= now, FlushOutcome::TimedOut);
-        }
     }
 
     /// The flush failed: every waiter gets the reason.
@@ -535,8 +550,6 @@ impl Service for GroupCommitter {
         ctx.run_interval(Duration::from_millis(10), |act, _| {
             let me = &mut act.inner;
             me.core.tick();
-            // `syncFlushTimeout` is checked to this tick's 10 ms.
-            me.waiters.expire(Instant::now());
             // Written, not just readable: with write buffers the commit happens in this flush.
             if me.core.state.read_only.load().is_none()
                 && me.core.state.flushed() < me.core.view.max_wrote_offset()
@@ -562,10 +575,12 @@ impl Serve<FlushUpTo> for GroupCommitter {
     type Reply = ();
     fn serve(&mut self, m: FlushUpTo, ctx: &mut Context<Metered<Self>>) {
         if self.core.state.flushed() >= m.end {
-            return (m.reply)(FlushOutcome::Flushed);
+            m.reply.answer(FlushOutcome::Flushed);
+            return;
         }
         if let Some(r) = self.core.state.read_only.load_full() {
-            return (m.reply)(FlushOutcome::Failed(r.to_string()));
+            m.reply.answer(FlushOutcome::Failed(r.to_string()));
+            return;
         }
         self.waiters.push(m);
         self.schedule(ctx);
@@ -584,36 +599,38 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// A waiter for `end` expiring at `deadline` whose answer lands in `log` as `(end, outcome)`.
-    fn waiter(
-        log: &Arc<Mutex<Vec<(u64, FlushOutcome)>>>,
-        end: u64,
-        deadline: Instant,
-    ) -> FlushUpTo {
+    type Log = Arc<Mutex<Vec<(u64, FlushOutcome)>>>;
+
+    /// A reply for `end` whose answer lands in `log` as `(end, outcome)`.
+    fn reply(log: &Log, end: u64) -> Arc<PendingReply> {
         let log = log.clone();
-        FlushUpTo {
-            end,
-            deadline,
-            reply: Box::new(move |o| log.lock().unwrap().push((end, o))),
-        }
+        let r = Arc::new(PendingReply::default());
+        r.set(Box::new(move |o| log.lock().unwrap().push((end, o))));
+        r
     }
 
     #[test]
-    fn waiters_are_answered_by_the_flush_that_covers_them_or_time_out_at_their_deadline() {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
+    fn waiters_are_answered_once_by_the_flush_that_covers_them_or_by_a_failure() {
+        let log: Log = Arc::default();
         let mut w = Waiters::default();
-        for (end, after) in [(100, 10), (200, 20), (300, 30), (400, 40)] {
-            w.push(waiter(&log, end, t0 + ms(after)));
+        let replies: Vec<_> = [100, 200, 300, 400]
+            .map(|end| (end, reply(&log, end)))
+            .into();
+        for (end, r) in &replies {
+            w.push(FlushUpTo {
+                end: *end,
+                reply: r.clone(),
+            });
         }
         assert_eq!(w.flushed(250), 2, "ends 100 and 200 are on disk");
-        w.expire(t0 + ms(29));
-        assert_eq!(log.lock().unwrap().len(), 2, "no deadline passed yet");
-        w.expire(t0 + ms(30));
-        assert_eq!(w.flushed(300), 0, "300 already answered: timed out");
+        assert!(
+            replies[2].1.answer(FlushOutcome::TimedOut),
+            "the writer's timeout answers 300 first"
+        );
+        assert_eq!(w.flushed(300), 1, "300 is covered and leaves the list");
         w.fail("flushing 000… failed: EIO");
         assert!(w.is_empty());
+        assert!(!replies[3].1.answer(FlushOutcome::Flushed), "answered once");
         assert_eq!(
             *log.lock().unwrap(),
             vec![
@@ -625,7 +642,7 @@ mod tests {
                     FlushOutcome::Failed("flushing 000… failed: EIO".into())
                 ),
             ],
-            "each waiter answered exactly once, with what happened to it"
+            "each waiter answered exactly once, with what happened to it first"
         );
     }
 }

@@ -30,7 +30,7 @@ use actormq_core::store::status::PutError;
 
 use super::allocator::{AllocateNext, MappedFileAllocator};
 use super::committer::commit_all;
-use super::flusher::{FlushOutcome, FlushUpTo, GroupCommitter};
+use super::flusher::{FlushOutcome, FlushUpTo, GroupCommitter, PendingReply};
 use super::state::StoreState;
 use super::wake::Waker;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
@@ -38,16 +38,17 @@ use actormq_core::format::properties::{self, keys};
 use actormq_core::store::status::PutStatus;
 
 /// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
-/// handed to the group committer as a [`FlushUpTo`] whose `reply` sends it, settled by how the
-/// flush ended ([`Settle`]), straight to the producer: the answer does not come back through this
-/// thread, and no future or timer is kept per waiting append.
+/// a [`PendingReply`] that sends it, settled by how the wait ended ([`Settle`]), straight to the
+/// producer: the group committer answers it when its flush covers `end` (the answer does not come
+/// back through this thread, and no future is kept per waiting append), or the writer's timeout
+/// tick answers FLUSH_DISK_TIMEOUT first (see [`Deadlines`]).
 pub enum AppendReply<T> {
     Now(T),
     AfterFlush {
         value: T,
         end: u64,
         gc: ActorRef<GroupCommitter>,
-        timeout: std::time::Duration,
+        reply: Arc<PendingReply>,
     },
 }
 
@@ -103,19 +104,50 @@ where
                 value,
                 end,
                 gc,
-                timeout,
+                reply,
             } => {
                 // Sent without a response channel: nobody waits for the answer.
                 let Some(tx) = tx else { return };
-                gc.notify(FlushUpTo {
-                    end,
-                    deadline: std::time::Instant::now() + timeout,
-                    reply: Box::new(move |outcome| {
-                        let _ = tx.send(value.settle(&outcome));
-                    }),
-                });
+                reply.set(Box::new(move |outcome| {
+                    let _ = tx.send(value.settle(&outcome));
+                }));
+                gc.notify(FlushUpTo { end, reply });
             }
         }
+    }
+}
+
+/// The SYNC_FLUSH waits of this writer's appends, by deadline (`syncFlushTimeout` after the
+/// append; they grow in push order). Each entry is weak: once the group committer has answered and
+/// dropped its reply, the entry is dead and leaves at the next check.
+#[derive(Default)]
+pub struct Deadlines(
+    std::collections::VecDeque<(std::time::Instant, std::sync::Weak<PendingReply>)>,
+);
+
+impl Deadlines {
+    fn push(&mut self, deadline: std::time::Instant, reply: &Arc<PendingReply>) {
+        self.0.push_back((deadline, Arc::downgrade(reply)));
+    }
+
+    /// Answers FLUSH_DISK_TIMEOUT to the waits whose deadline is at or before `now`, and drops
+    /// answered ones from the front. Returns how many timed out.
+    fn expire(&mut self, now: std::time::Instant) -> usize {
+        let mut n = 0;
+        while let Some((deadline, reply)) = self.0.front() {
+            if reply.strong_count() > 0 && *deadline > now {
+                break;
+            }
+            if let Some(r) = reply.upgrade() {
+                n += usize::from(r.answer(FlushOutcome::TimedOut));
+            }
+            self.0.pop_front();
+        }
+        n
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -170,7 +202,13 @@ pub struct CommitLogWriter {
     /// Write rings (no `transientStorePoolEnable`): this writer commits after every append
     /// message, before anything is acknowledged or woken.
     commit_inline: bool,
+    /// SYNC_FLUSH waits, for FLUSH_DISK_TIMEOUT (checked every [`TIMEOUT_TICK`]).
+    deadlines: Deadlines,
 }
+
+/// How often the writer answers FLUSH_DISK_TIMEOUT to waits past `syncFlushTimeout`: its
+/// precision.
+const TIMEOUT_TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// `WAIT` absent or "true": the producer wants the reply after the flush (SYNC_FLUSH).
 fn waits(m: &NewMessage) -> bool {
@@ -194,6 +232,7 @@ impl CommitLogWriter {
             state,
             sync,
             commit_inline: false,
+            deadlines: Deadlines::default(),
         }
     }
 
@@ -210,15 +249,21 @@ impl CommitLogWriter {
     }
 
     /// The reply to an append: `value` now, or — in SYNC_FLUSH, when it waits — once the group
-    /// committer has flushed up to `end` (see [`AppendReply`]).
-    fn reply_after_flush<T>(&self, value: T, end: u64, waits: bool) -> AppendReply<T> {
+    /// committer has flushed up to `end`, or FLUSH_DISK_TIMEOUT after `syncFlushTimeout` (see
+    /// [`AppendReply`]).
+    fn reply_after_flush<T>(&mut self, value: T, end: u64, waits: bool) -> AppendReply<T> {
         match &self.sync {
-            Some((gc, timeout)) if waits => AppendReply::AfterFlush {
-                value,
-                end,
-                gc: gc.clone(),
-                timeout: *timeout,
-            },
+            Some((gc, timeout)) if waits => {
+                let reply = Arc::new(PendingReply::default());
+                self.deadlines
+                    .push(std::time::Instant::now() + *timeout, &reply);
+                AppendReply::AfterFlush {
+                    value,
+                    end,
+                    gc: gc.clone(),
+                    reply,
+                }
+            }
             _ => AppendReply::Now(value),
         }
     }
@@ -287,6 +332,14 @@ impl Service for CommitLogWriter {
             max - max % size + size
         };
         self.request_next(next, ctx);
+        if self.sync.is_some() {
+            ctx.run_interval(TIMEOUT_TICK, |act, _| {
+                let d = &mut act.inner.deadlines;
+                if !d.is_empty() {
+                    d.expire(std::time::Instant::now());
+                }
+            });
+        }
     }
 }
 
@@ -413,6 +466,58 @@ mod tests {
             rolled_into: None,
             status: PutStatus::PutOk,
         }
+    }
+
+    /// A reply whose answer lands in `log`.
+    fn pending(
+        log: &Arc<std::sync::Mutex<Vec<(u32, FlushOutcome)>>>,
+        id: u32,
+    ) -> Arc<PendingReply> {
+        let log = log.clone();
+        let r = Arc::new(PendingReply::default());
+        r.set(Box::new(move |o| log.lock().unwrap().push((id, o))));
+        r
+    }
+
+    /// The group committer may be stuck in `fdatasync` for good: the writer's own tick still
+    /// answers FLUSH_DISK_TIMEOUT at the deadline, and only to waits nobody answered.
+    #[test]
+    fn waits_past_their_deadline_time_out_at_the_writer_whatever_the_flush_does() {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut d = Deadlines::default();
+        let (a, b, c) = (pending(&log, 1), pending(&log, 2), pending(&log, 3));
+        d.push(t0 + ms(10), &a);
+        d.push(t0 + ms(20), &b);
+        d.push(t0 + ms(30), &c);
+        assert!(
+            a.answer(FlushOutcome::Flushed),
+            "the flush answered the first"
+        );
+        drop(a);
+        assert_eq!(d.expire(t0 + ms(5)), 0);
+        assert_eq!(d.0.len(), 2, "an answered wait leaves at the next check");
+        assert_eq!(
+            d.expire(t0 + ms(20)),
+            1,
+            "the second is due; the third is not"
+        );
+        assert_eq!(d.0.len(), 1);
+        assert!(
+            !b.answer(FlushOutcome::Flushed),
+            "a late flush does not answer twice"
+        );
+        assert_eq!(d.expire(t0 + ms(40)), 1);
+        assert!(d.is_empty());
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![
+                (1, FlushOutcome::Flushed),
+                (2, FlushOutcome::TimedOut),
+                (3, FlushOutcome::TimedOut)
+            ]
+        );
     }
 
     #[test]
