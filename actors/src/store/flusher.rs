@@ -9,15 +9,16 @@
 //!   RocketMQ's timed flusher sleeps through them. Between flushes, every 10 ms, it starts
 //!   write-back of each 4 MiB committed since (`Flusher::write_behind`), so the flush finds the
 //!   pages on their way to disk rather than writing them all back in one burst.
-//! * `GroupCommitter` — in: [`FlushUpTo`] `{end, reply}` from the writer for each
-//!   append that waits (`WAIT` absent or true). One flush covers every request pending when it
+//! * `GroupCommitter` — in: [`FlushUpTo`] `{end, reply}` from the writer for each append that
+//!   waits (`WAIT` absent or true). One flush covers every request pending when it
 //!   starts; requests that arrive during a flush are covered by the next: the flush runs on a
 //!   [`RunGroupCommit`] the group committer sends itself, queued behind the requests already in
 //!   its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
 //!   [`PendingReply`] answered on this thread, straight to the producer ([`FlushOutcome`]; the
 //!   writer answers FLUSH_DISK_TIMEOUT instead if `syncFlushTimeout` passes first), and a `Wake`
-//!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes). With write buffers it first
-//!   commits everything written (`pwrite`), then fdatasyncs — it is the committer in SYNC_FLUSH.
+//!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes). With write
+//!   buffers it first commits everything written (`pwrite`), then fdatasyncs — it is the
+//!   committer in SYNC_FLUSH.
 //!
 //! Only committed bytes are flushed: with write buffers a file is flushed with `fdatasync` up to
 //! its committed position (see `MappedFile::flush`).
