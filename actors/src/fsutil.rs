@@ -51,3 +51,27 @@ pub fn lower_this_thread_priority(by: i32) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Puts the calling thread's disk I/O in the idle class (`ioprio_set`, `IOPRIO_CLASS_IDLE`): the
+/// block layer's scheduler (mq-deadline, bfq) dispatches it only while no other class has I/O
+/// queued, so bulk background writes (zeroing new CommitLog files) wait for the group commit's
+/// `fdatasync` instead of queueing it behind them. A scheduler without classes (`none`) ignores
+/// it.
+pub fn idle_io_priority_for_this_thread() -> std::io::Result<()> {
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+    const IOPRIO_CLASS_SHIFT: libc::c_long = 13;
+    // SAFETY: plain syscall; `who` 0 is the calling thread.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            0 as libc::c_long,
+            IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

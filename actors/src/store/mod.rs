@@ -500,11 +500,15 @@ impl Store {
             None
         };
         let alloc_arb = arbiter();
+        // SYNC_FLUSH answers each send after an fdatasync: zero-written files make that a data-only
+        // write. Only with rings, whose commits pad new pages (see `mapped_file`); a write
+        // through a mapping or an unpadded commit would read each zero-written page first.
         let mut alloc = MappedFileAllocator::new(
             params.commit_log_dir.clone(),
             params.commit_log_file_size,
             warm,
-        );
+        )
+        .zeroed(params.sync_flush && rings.is_some());
         if let (Some(pool), true) = (&pool, params.warm_mapped_files) {
             // What the writer touches with write buffers is the buffers, not the mappings.
             alloc = alloc.warming_pool(pool.clone());
