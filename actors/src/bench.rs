@@ -57,6 +57,12 @@ pub struct StoreBenchArgs {
     /// SYNC_FLUSH runs: seconds per run.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// SYNC_FLUSH runs: the producers first write until the store is in its second CommitLog
+    /// file (at most `--seconds` x 10), and only then is a run measured — the steady state of a
+    /// running broker, whose files after the first are prepared (zeroed ahead) while the one
+    /// before fills. `false` measures from the first append of a fresh store.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub sync_warmup: bool,
     /// Write buffers (`transientStorePoolEnable=true`): appends go to pool buffers and reach the
     /// files by `pwrite` (committer in async, group committer in sync); flushes use fdatasync.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
@@ -364,13 +370,62 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
     for (run, &c) in args.concurrency.iter().enumerate() {
         let dir = root.join(format!("sync-{run}"));
         let mut params = StoreParams::for_tests(&dir);
-        params.commit_log_file_size = args.file_size.min(256 << 20);
+        // Small enough that the warm-up (one file) takes seconds even at one producer.
+        params.commit_log_file_size = args.file_size.min(64 << 20);
         params.max_message_size = 4 << 20;
         params.sync_flush = true;
         params.warm_mapped_files = args.warm;
         params.transient_store_pool_size = pool_size(args);
+        let file_size = params.commit_log_file_size;
         let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
-        let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
+        // Producers record only while `measuring`, and stop at `deadline` (µs since `epoch`),
+        // both set once the warm-up is over.
+        let epoch = Instant::now();
+        let measuring = Rc::new(std::cell::Cell::new(!args.sync_warmup));
+        let deadline = Rc::new(std::cell::Cell::new(if args.sync_warmup {
+            Duration::from_secs_f64(args.seconds * 11.0)
+        } else {
+            Duration::from_secs_f64(args.seconds)
+        }));
+        let mut tasks = Vec::new();
+        for p in 0..c {
+            let store = store.clone();
+            let body = body.clone();
+            let queues = args.queues.max(1) as u64;
+            let (measuring, deadline) = (measuring.clone(), deadline.clone());
+            tasks.push(actix_rt::spawn(async move {
+                let mut hist =
+                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
+                let (mut n, mut errors, mut timeouts) = (0u64, 0u64, 0u64);
+                let mut seq = 0u64;
+                while epoch.elapsed() < deadline.get() {
+                    let id = ((p as u64) << 32) | seq;
+                    seq += 1;
+                    let t = Instant::now();
+                    let put = store
+                        .put(message("BenchSync", (id % queues) as i32, &body, id, host))
+                        .await;
+                    if !measuring.get() {
+                        continue;
+                    }
+                    match put {
+                        Ok(ok) if ok.status == actormq_core::store::status::PutStatus::PutOk => {}
+                        Ok(_) => timeouts += 1,
+                        Err(_) => errors += 1,
+                    }
+                    let _ = hist.record(t.elapsed().as_micros().max(1) as u64);
+                    n += 1;
+                }
+                (hist, n, errors, timeouts)
+            }));
+        }
+        if args.sync_warmup {
+            // Until the writer is in the second file (or the warm-up's own bound).
+            let bound = Duration::from_secs_f64(args.seconds * 10.0);
+            while store.max_offset().0 <= file_size && epoch.elapsed() < bound {
+                actix_rt::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
         let f0 = store
             .state()
             .group_flushes
@@ -383,38 +438,8 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
         let actors0 = crate::metered::snapshot();
         let cpu0 = crate::bench_wire::process_cpu();
         let started = Instant::now();
-        let mut tasks = Vec::new();
-        for p in 0..c {
-            let store = store.clone();
-            let body = body.clone();
-            let queues = args.queues.max(1) as u64;
-            tasks.push(actix_rt::spawn(async move {
-                let mut hist =
-                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
-                let (mut n, mut errors, mut timeouts) = (0u64, 0u64, 0u64);
-                while Instant::now() < deadline {
-                    let seq = ((p as u64) << 32) | n;
-                    let t = Instant::now();
-                    match store
-                        .put(message(
-                            "BenchSync",
-                            (seq % queues) as i32,
-                            &body,
-                            seq,
-                            host,
-                        ))
-                        .await
-                    {
-                        Ok(ok) if ok.status == actormq_core::store::status::PutStatus::PutOk => {}
-                        Ok(_) => timeouts += 1,
-                        Err(_) => errors += 1,
-                    }
-                    let _ = hist.record(t.elapsed().as_micros().max(1) as u64);
-                    n += 1;
-                }
-                (hist, n, errors, timeouts)
-            }));
-        }
+        measuring.set(true);
+        deadline.set(epoch.elapsed() + Duration::from_secs_f64(args.seconds));
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
         let (mut total, mut errors, mut timeouts) = (0, 0, 0);
         for t in tasks {
@@ -509,8 +534,18 @@ fn actor_deltas(
 pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
     if let Some(t) = &r.sync_table {
         println!(
-            "bench store --flush sync: size={} queues={} seconds per run={} transientStorePoolEnable={}",
-            args.size, args.queues, args.seconds, args.transient_store_pool
+            "bench store --flush sync: size={} queues={} seconds per run={} \
+             transientStorePoolEnable={} file size={} measured {}",
+            args.size,
+            args.queues,
+            args.seconds,
+            args.transient_store_pool,
+            args.file_size.min(64 << 20),
+            if args.sync_warmup {
+                "once the store is in its second CommitLog file (--sync-warmup true)"
+            } else {
+                "from the first append of a fresh store (--sync-warmup false)"
+            }
         );
         print!("{t}");
         return;

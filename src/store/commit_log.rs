@@ -405,6 +405,8 @@ impl CommitLog {
                     })?,
             )
         };
+        // No zeroing write touches it once we may write it (see `MappedFile::claim`).
+        file.claim();
         if let Some(lease) = lease {
             // Refused (the lease goes back) only for a file that already holds data.
             let _ = file.attach_write_buffer(lease);

@@ -27,17 +27,20 @@
 //! linked under their real name — so a file with a real name is always complete, and two creators
 //! (the allocator and the writer's fallback) can race without clobbering each other.
 //!
-//! Zero-written files ([`MappedFile::create_zeroed`], for SYNC_FLUSH CommitLogs): `fallocate`
-//! reserves blocks as *unwritten* extents, and on ext4 every `fdatasync` that covers freshly written
-//! blocks there must also convert the extent and write that metadata synchronously — measured on
-//! this project's VM, it doubled the time of a group commit's `fdatasync` (~240 → ~130 µs for
-//! 8 KiB). So a SYNC_FLUSH CommitLog file is zero-written once with direct I/O (no page cache, no
-//! large folios) before anyone writes it, and every later `fdatasync` writes data only. The price
-//! is on the page cache side: a partial-page `pwrite` into a written block that is not cached must
-//! first *read* that block (an unwritten one is known to be zero), so a commit to a zero-written
-//! ring file that reaches into a new page extends the write with zeros to the page's end
-//! ([`MappedFile::commit`]) — the content is the same zeros, and the page is then cached for the
-//! appends that follow.
+//! Zero-written files (SYNC_FLUSH CommitLogs, [`MappedFile::create_for_zeroing`] and
+//! [`ZeroAhead`]): `fallocate` reserves blocks as *unwritten* extents, and on ext4 every
+//! `fdatasync` that covers freshly written blocks there must also convert the extent and write
+//! that metadata synchronously — measured on this project's VM, it doubled the time of a small
+//! group commit's `fdatasync` (~240 → ~130 µs for 8 KiB). So the next SYNC_FLUSH CommitLog file is
+//! zero-written with direct I/O (no page cache: buffered zeros left large folios whose buffer heads
+//! every later small `pwrite` walked) ahead of its owner, and `fdatasync`s over the zeroed part
+//! write data only. Direct I/O never races the owner: the owner claims the file before writing
+//! it, which ends the zeroing, and any other handle opened on the same path claims it too. The
+//! price is on the page cache side: a partial-page `pwrite` into a written block that is not
+//! cached must first *read* that block (an unwritten one is known to be zero), so a commit to a
+//! zero-written ring page no earlier commit touched extends the write with zeros to the page's
+//! end ([`MappedFile::commit`]) — the content is the same zeros, and the page is then cached for
+//! the appends that follow.
 //!
 //! Read-around: a page fault on a file mapping reads `read_ahead_kb` around the faulting page
 //! (8 MiB on this project's machines). For the part of a file its owner is still filling there
@@ -53,7 +56,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -82,9 +85,32 @@ pub struct MappedFile {
     write_buffer: OnceLock<BufferLease>,
     /// Set when the file is being retired; readers stop handing out new views of it.
     unavailable: AtomicBool,
-    /// Every whole page was zero-written at creation (see the module docs); false for files
-    /// opened from disk, whose blocks may be unwritten.
-    zeroed: bool,
+    /// Bytes from the start known zero-written (see the module docs): what a [`ZeroAhead`] got
+    /// done before the owner claimed the file; 0 for files opened from disk (their blocks may be unwritten). Frozen once claimed.
+    zeroed_upto: AtomicU64,
+    /// Whether a [`ZeroAhead`] may still write the file: set only by
+    /// [`MappedFile::create_for_zeroing`], cleared for good by [`MappedFile::claim`]. The lock is
+    /// held across each zeroing write, so a claim waits for the one in flight.
+    zeroing_open: Arc<Mutex<bool>>,
+}
+
+/// The zeroing flags of files a [`ZeroAhead`] may still write, by path. [`MappedFile::open`] of
+/// such a path claims the file first, so a second handle on it — the writer's fallback creation
+/// finding the allocator's new file already linked — never writes beside a zeroing write.
+/// Entries go at the claim; there is one at most per file being prepared.
+static ZEROING: Mutex<Vec<(PathBuf, Arc<Mutex<bool>>)>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Closes `flag` (waiting for a zeroing write in flight) and forgets its registry entry. Never
+/// holds both locks at once.
+fn close_zeroing(flag: &Arc<Mutex<bool>>) {
+    let was_open = std::mem::replace(&mut *lock(flag), false);
+    if was_open {
+        lock(&ZEROING).retain(|(_, f)| !Arc::ptr_eq(f, flag));
+    }
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -120,11 +146,9 @@ impl MappedFile {
         Self::create_with(dir, file_from_offset, file_size, warm, false)
     }
 
-    /// As [`MappedFile::create`], and every whole page is zero-written with direct I/O and
-    /// synced before the file gets its name (see the module docs) — about a second per GiB of
-    /// disk time, meant for the allocator's thread. Where direct I/O is not supported (tmpfs) the
-    /// file is only allocated, as by `create`. A file that already exists is opened as it is.
-    pub fn create_zeroed(
+    /// As [`MappedFile::create`], left open for a [`ZeroAhead`] to zero-write it, front to back,
+    /// until its owner [`claim`](MappedFile::claim)s it.
+    pub fn create_for_zeroing(
         dir: &Path,
         file_from_offset: u64,
         file_size: u64,
@@ -132,9 +156,16 @@ impl MappedFile {
         Self::create_with(dir, file_from_offset, file_size, Warm::No, true)
     }
 
-    /// Whether the file's whole pages were zero-written at creation.
-    pub fn is_zeroed(&self) -> bool {
-        self.zeroed
+    /// Bytes from the start that are zero-written.
+    pub fn zeroed_upto(&self) -> u64 {
+        self.zeroed_upto.load(Ordering::Acquire)
+    }
+
+    /// Owner, before its first write: no zeroing write touches the file from now on (one in
+    /// flight is waited for). Every owner of a file from [`MappedFile::create_for_zeroing`] must
+    /// call it; for other files it changes nothing.
+    pub fn claim(&self) {
+        close_zeroing(&self.zeroing_open);
     }
 
     fn create_with(
@@ -142,7 +173,7 @@ impl MappedFile {
         file_from_offset: u64,
         file_size: u64,
         warm: Warm,
-        zero: bool,
+        zero_ahead: bool,
     ) -> io::Result<MappedFile> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(file_name_of(file_from_offset));
@@ -162,11 +193,7 @@ impl MappedFile {
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        let mut zeroed = false;
         let prepared = allocate(&file, file_size).and_then(|()| {
-            if zero {
-                zeroed = write_zeros(&tmp, file_size)?;
-            }
             let map = MmapOptions::new().len(file_size as usize).map_raw(&file)?;
             advise(&map, 0, file_size as usize, libc::MADV_RANDOM);
             if warm == Warm::Populate {
@@ -181,24 +208,31 @@ impl MappedFile {
                 return Err(e);
             }
         };
+        // Registered before the name exists, so whoever opens the name finds the entry.
+        let zeroing = Arc::new(Mutex::new(zero_ahead));
+        if zero_ahead {
+            lock(&ZEROING).push((path.clone(), zeroing.clone()));
+        }
         // `link` fails if the real name exists: the first complete file wins, never clobbered.
-        match std::fs::hard_link(&tmp, &path) {
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked.and_then(|()| {
+            // The new name must survive a power loss like the data written into it.
+            sync_dir(dir)
+        }) {
             Ok(()) => {
-                let _ = std::fs::remove_file(&tmp);
-                // The new name must survive a power loss like the data written into it.
-                sync_dir(dir)?;
                 let mut f = MappedFile::from_parts(path, file_from_offset, file_size, map, file);
-                f.zeroed = zeroed;
+                f.zeroing_open = zeroing;
                 Ok(f)
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let _ = std::fs::remove_file(&tmp);
-                drop(map);
-                MappedFile::open(&path, file_size)
-            }
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(e)
+                close_zeroing(&zeroing);
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    drop(map);
+                    MappedFile::open(&path, file_size)
+                } else {
+                    Err(e)
+                }
             }
         }
     }
@@ -206,6 +240,15 @@ impl MappedFile {
     /// Maps an existing file. Its length must equal `file_size` (RocketMQ refuses to start
     /// otherwise). Positions start at 0; recovery sets them.
     pub fn open(path: &Path, file_size: u64) -> io::Result<MappedFile> {
+        // Another handle may be zeroing this file ahead: it stops before this one can write.
+        let zeroing: Vec<_> = lock(&ZEROING)
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, f)| f.clone())
+            .collect();
+        for flag in &zeroing {
+            close_zeroing(flag);
+        }
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -249,7 +292,8 @@ impl MappedFile {
             flushed: AtomicU64::new(0),
             write_buffer: OnceLock::new(),
             unavailable: AtomicBool::new(false),
-            zeroed: false,
+            zeroed_upto: AtomicU64::new(0),
+            zeroing_open: Arc::new(Mutex::new(false)),
         }
     }
 
@@ -391,20 +435,20 @@ impl MappedFile {
         }
         Ok(committed)
     }
-    /// Where a commit of `[committed, wrote)` ends: `wrote`, or for a zero-written ring file whose
-    /// range reaches into a page no earlier commit touched, that page's end (clamped to the file
+    /// Where a commit of `[committed, wrote)` ends: `wrote`, or for a ring file whose range reaches
+    /// into a zero-written page no earlier commit touched, that page's end (clamped to the file
     /// and to the ring), so the kernel overwrites the whole page instead of reading it first. The
     /// bytes past `wrote` are zeros, as the file already holds there; the next commit starts at
     /// `wrote` again and overwrites them with what the owner appends.
     fn commit_end(&self, committed: u64, wrote: u64, ring: Option<usize>) -> u64 {
         let Some(ring) = ring else { return wrote };
-        if !self.zeroed || wrote % OS_PAGE_SIZE == 0 {
+        if wrote % OS_PAGE_SIZE == 0 {
             return wrote;
         }
         let last_page = wrote / OS_PAGE_SIZE;
         let touched = committed.div_ceil(OS_PAGE_SIZE);
         let end = ((last_page + 1) * OS_PAGE_SIZE).min(self.file_size);
-        if last_page < touched || end - committed > ring as u64 {
+        if last_page < touched || end - committed > ring as u64 || end > self.zeroed_upto() {
             return wrote;
         }
         end
@@ -659,38 +703,90 @@ fn allocate(file: &File, size: u64) -> io::Result<()> {
     }
 }
 
-/// Zero-writes every whole page of the allocated file at `path` with direct I/O and syncs it, so
-/// its extents are written (see the module docs); the page cache is left alone (a buffered write
-/// would leave a gigabyte of large folios there, which made every later small `pwrite` walk
-/// hundreds of buffer heads). `Ok(false)`: the file system does not do direct I/O (tmpfs), nothing
-/// was written.
-fn write_zeros(path: &Path, size: u64) -> io::Result<bool> {
-    use std::os::unix::fs::OpenOptionsExt;
-    const CHUNK: u64 = 256 << 10;
-    let f = match OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    // Page-aligned and zero, as direct I/O needs.
-    let zeros = memmap2::MmapMut::map_anon(CHUNK.min(size.max(1)) as usize)?;
-    let whole = size - size % OS_PAGE_SIZE;
-    let mut pos = 0;
-    while pos < whole {
-        let n = (whole - pos).min(CHUNK);
-        match f.write_all_at(&zeros[..n as usize], pos) {
-            Ok(()) => pos += n,
-            // Some file systems accept O_DIRECT at open and refuse the first write.
-            Err(e) if pos == 0 && e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
-            Err(e) => return Err(e),
+/// Zero-writes a file from [`MappedFile::create_for_zeroing`] ahead of its owner, in steps, with
+/// direct I/O, until the owner claims it or the whole file is done (see the module docs). The
+/// allocator runs one on its thread for the next CommitLog file, a step after each group commit
+/// (when the disk has just finished a flush and the next has not started) and larger steps when
+/// no group commits come.
+pub struct ZeroAhead {
+    file: Arc<MappedFile>,
+    dio: File,
+    zeros: memmap2::MmapMut,
+}
+
+impl ZeroAhead {
+    /// Largest single write: a group commit's `fdatasync` that arrives while one is on the device
+    /// waits for it (~60 µs for 64 KiB here).
+    const WRITE: usize = 64 << 10;
+
+    /// `None` where the file system does not do direct I/O (tmpfs) or the file is not open for
+    /// zeroing.
+    pub fn open(file: Arc<MappedFile>) -> io::Result<Option<ZeroAhead>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if !*lock(&file.zeroing_open) {
+            return Ok(None);
         }
+        let dio = match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(file.path())
+        {
+            Ok(f) => f,
+            Err(e) => {
+                close_zeroing(&file.zeroing_open);
+                return if e.raw_os_error() == Some(libc::EINVAL) {
+                    Ok(None)
+                } else {
+                    Err(e)
+                };
+            }
+        };
+        // Page-aligned and zero, as direct I/O needs.
+        let zeros = match memmap2::MmapMut::map_anon(Self::WRITE) {
+            Ok(z) => z,
+            Err(e) => {
+                close_zeroing(&file.zeroing_open);
+                return Err(e);
+            }
+        };
+        Ok(Some(ZeroAhead { file, dio, zeros }))
     }
-    f.sync_data()?;
-    Ok(whole > 0)
+
+    pub fn file(&self) -> &Arc<MappedFile> {
+        &self.file
+    }
+
+    /// Zero-writes up to `len` more bytes (whole pages) after what is done; `Ok(false)` once
+    /// there is nothing more to do (the whole file is zeroed, or the owner claimed it): drop it
+    /// then. An error leaves `zeroed_upto` where it was.
+    pub fn step(&self, len: u64) -> io::Result<bool> {
+        let open = lock(&self.file.zeroing_open);
+        if !*open {
+            return Ok(false);
+        }
+        let whole = self.file.file_size - self.file.file_size % OS_PAGE_SIZE;
+        let from = self.file.zeroed_upto.load(Ordering::Acquire);
+        let end = (from + len - len % OS_PAGE_SIZE).min(whole);
+        let mut pos = from;
+        while pos < end {
+            let n = (end - pos).min(Self::WRITE as u64);
+            match self.dio.write_all_at(&self.zeros[..n as usize], pos) {
+                Ok(()) => pos += n,
+                // Some file systems accept O_DIRECT at open and refuse the write.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            // Published as it goes: the owner pads commits only below it.
+            self.file.zeroed_upto.store(pos, Ordering::Release);
+        }
+        Ok(end < whole)
+    }
+}
+
+impl Drop for ZeroAhead {
+    fn drop(&mut self) {
+        close_zeroing(&self.file.zeroing_open);
+    }
 }
 
 /// Paging advice for `[start, start+len)` of `map`. Advice is a hint: a failure changes no
@@ -873,17 +969,20 @@ mod tests {
     }
 
     #[test]
-    fn a_zeroed_file_has_written_zero_blocks_and_an_allocated_one_has_unwritten_ones() {
+    fn a_file_zeroed_ahead_has_written_zero_blocks_and_an_allocated_one_has_unwritten_ones() {
         let dir = tempfile::tempdir().unwrap();
         let size = 64 * OS_PAGE_SIZE;
-        let z = MappedFile::create_zeroed(dir.path(), 0, size).unwrap();
+        let z = Arc::new(MappedFile::create_for_zeroing(dir.path(), 0, size).unwrap());
         let a = MappedFile::create(dir.path(), size, size, Warm::No).unwrap();
+        if let Some(ahead) = ZeroAhead::open(z.clone()).unwrap() {
+            assert!(!ahead.step(size).unwrap(), "done in one step");
+        }
         assert_eq!(std::fs::read(z.path()).unwrap(), vec![0u8; size as usize]);
-        assert!(!a.is_zeroed());
+        assert_eq!(a.zeroed_upto(), 0);
         match (unwritten_blocks(&z._file), unwritten_blocks(&a._file)) {
             (Some(zu), Some(au)) if au > 0 => {
                 assert!(
-                    z.is_zeroed(),
+                    z.zeroed_upto() == size,
                     "direct I/O works where extents can be unwritten"
                 );
                 assert_eq!(zu, 0, "every block of the zeroed file is written");
@@ -895,8 +994,74 @@ mod tests {
         }
         let reopened = MappedFile::open(z.path(), size).unwrap();
         assert!(
-            !reopened.is_zeroed(),
+            reopened.zeroed_upto() == 0,
             "a file from disk is not assumed zeroed"
+        );
+    }
+
+    #[test]
+    fn zeroing_ahead_goes_in_steps_and_stops_for_good_at_the_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 64 * OS_PAGE_SIZE;
+        let plain = Arc::new(MappedFile::create(dir.path(), 0, size, Warm::No).unwrap());
+        assert!(
+            ZeroAhead::open(plain).unwrap().is_none(),
+            "only a file created for zeroing"
+        );
+        let f = Arc::new(MappedFile::create_for_zeroing(dir.path(), size, size).unwrap());
+        let Some(z) = ZeroAhead::open(f.clone()).unwrap() else {
+            eprintln!("no direct I/O on this file system; nothing to zero ahead");
+            return;
+        };
+        let before = unwritten_blocks(&f._file);
+        assert!(z.step(4 * OS_PAGE_SIZE).unwrap(), "more to do");
+        assert_eq!(f.zeroed_upto(), 4 * OS_PAGE_SIZE);
+        if let (Some(b), Some(a)) = (before, unwritten_blocks(&f._file)) {
+            if b > 0 {
+                assert_eq!(a, b - 4, "the four zeroed blocks are written now");
+            }
+        }
+        assert!(
+            !z.step(100 * OS_PAGE_SIZE).unwrap(),
+            "the rest, clamped to the file"
+        );
+        assert_eq!(f.zeroed_upto(), size);
+
+        let g = Arc::new(MappedFile::create_for_zeroing(dir.path(), 2 * size, size).unwrap());
+        let z = ZeroAhead::open(g.clone()).unwrap().unwrap();
+        assert!(z.step(2 * OS_PAGE_SIZE).unwrap());
+        g.claim();
+        assert!(!z.step(OS_PAGE_SIZE).unwrap(), "claimed: nothing more");
+        assert_eq!(g.zeroed_upto(), 2 * OS_PAGE_SIZE, "frozen at the claim");
+        assert!(ZeroAhead::open(g.clone()).unwrap().is_none());
+        let ring = 4 * OS_PAGE_SIZE as usize;
+        assert_eq!(g.commit_end(0, 100, Some(ring)), OS_PAGE_SIZE);
+        assert_eq!(g.commit_end(4096, 8000, Some(ring)), 2 * OS_PAGE_SIZE);
+        assert_eq!(
+            g.commit_end(8192, 8200, Some(ring)),
+            8200,
+            "past the zeroed part: no padding (the block is unwritten, nothing to read)"
+        );
+        assert_eq!(std::fs::read(g.path()).unwrap(), vec![0u8; size as usize]);
+
+        // A second handle on a file being zeroed (the writer's fallback creation finding the
+        // allocator's file): opening it stops the zeroing first.
+        let h = Arc::new(MappedFile::create_for_zeroing(dir.path(), 3 * size, size).unwrap());
+        let z = ZeroAhead::open(h.clone()).unwrap().unwrap();
+        assert!(z.step(OS_PAGE_SIZE).unwrap());
+        let other = MappedFile::create(dir.path(), 3 * size, size, Warm::No).unwrap();
+        assert!(
+            !z.step(OS_PAGE_SIZE).unwrap(),
+            "the other handle stopped it"
+        );
+        assert_eq!(h.zeroed_upto(), OS_PAGE_SIZE);
+        assert_eq!(other.zeroed_upto(), 0, "the other handle pads nothing");
+        drop(z);
+        assert!(
+            !lock(&ZEROING)
+                .iter()
+                .any(|(p, _)| p == h.path() || p == g.path()),
+            "no registry entry left behind"
         );
     }
 
@@ -906,8 +1071,9 @@ mod tests {
         let size = 16 * OS_PAGE_SIZE;
         let ring = 4 * OS_PAGE_SIZE as usize;
         let rings = TransientStorePool::new_rings(1, size as usize, ring).unwrap();
-        let mut f = MappedFile::create(dir.path(), 0, size, Warm::No).unwrap();
-        f.zeroed = true; // the padding rule, whatever this file system does with direct I/O
+        let f = MappedFile::create(dir.path(), 0, size, Warm::No).unwrap();
+        // The padding rule, whatever this file system does with direct I/O.
+        f.zeroed_upto.store(size, Ordering::Release);
         f.attach_write_buffer(rings.borrow().unwrap()).unwrap();
         let on_disk = |f: &MappedFile| std::fs::read(f.path()).unwrap();
 

@@ -16,7 +16,9 @@
 //!   its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
 //!   [`PendingReply`] answered on this thread, straight to the producer ([`FlushOutcome`]; the
 //!   writer answers FLUSH_DISK_TIMEOUT instead if `syncFlushTimeout` passes first), and a `Wake`
-//!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes). With write
+//!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes), and with write
+//!   rings a `ZeroStep` to the allocator (zero the next CommitLog file a step further now that
+//!   the disk is between flushes; see `allocator`). With write
 //!   buffers it first commits everything written (`pwrite`), then fdatasyncs — it is the
 //!   committer in SYNC_FLUSH.
 //!
@@ -35,6 +37,7 @@ use actix::prelude::*;
 use actormq_core::store::checkpoint::Checkpoint;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 
+use super::allocator::{MappedFileAllocator, ZeroStep};
 use super::committer::commit_all;
 use super::reput::{ReputDispatcher, Wake};
 use super::state::StoreState;
@@ -476,7 +479,16 @@ pub struct GroupCommitter {
     reput: Option<ActorRef<ReputDispatcher>>,
     /// Our own address, for [`RunGroupCommit`].
     me: Option<ActorRef<GroupCommitter>>,
+    /// Told after each group commit, to zero-write the next CommitLog file a step further while
+    /// the disk is between flushes (see `allocator`).
+    zeroer: Option<ActorRef<MappedFileAllocator>>,
 }
+
+/// Groups up to this many waiters are followed by a [`ZeroStep`]. Zeroing ahead saves each flush
+/// a fixed extent-conversion write (~100 µs here), which is most of a small group's latency, but
+/// costs a direct write (CPU for its submission) per step: with large groups the two cores, not
+/// the disk, are the limit, and zeroing lowered the 256-producer throughput by a fifth.
+pub const ZERO_AFTER_GROUPS_UP_TO: u64 = 16;
 
 /// Runs the pending group commit; the group committer sends it to itself.
 pub struct RunGroupCommit;
@@ -492,7 +504,14 @@ impl GroupCommitter {
             scheduled: false,
             reput,
             me: None,
+            zeroer: None,
         }
+    }
+
+    /// Sends a [`ZeroStep`] to `allocator` after each group commit.
+    pub fn zeroing_ahead(mut self, allocator: ActorRef<MappedFileAllocator>) -> Self {
+        self.zeroer = Some(allocator);
+        self
     }
 
     fn schedule(&mut self, ctx: &mut Context<Metered<Self>>) {
@@ -526,6 +545,14 @@ impl GroupCommitter {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 st.group_waiters
                     .fetch_add(done, std::sync::atomic::Ordering::Relaxed);
+                if let Some(z) = self
+                    .zeroer
+                    .as_ref()
+                    .filter(|_| done <= ZERO_AFTER_GROUPS_UP_TO)
+                {
+                    // A full mailbox drops the step: the allocator is behind anyway.
+                    z.try_notify(ZeroStep);
+                }
                 if let Some(r) = &self.reput {
                     r.try_notify(Wake);
                 }

@@ -503,12 +503,13 @@ impl Store {
         // SYNC_FLUSH answers each send after an fdatasync: zero-written files make that a data-only
         // write. Only with rings, whose commits pad new pages (see `mapped_file`); a write
         // through a mapping or an unpadded commit would read each zero-written page first.
+        let zero_files = params.sync_flush && rings.is_some();
         let mut alloc = MappedFileAllocator::new(
             params.commit_log_dir.clone(),
             params.commit_log_file_size,
             warm,
         )
-        .zeroed(params.sync_flush && rings.is_some());
+        .zeroed(zero_files);
         if let (Some(pool), true) = (&pool, params.warm_mapped_files) {
             // What the writer touches with write buffers is the buffers, not the mappings.
             alloc = alloc.warming_pool(pool.clone());
@@ -547,10 +548,11 @@ impl Store {
         let flush_woken = Arc::new(AtomicBool::new(false));
         let flush_arb = arbiter();
         let (flusher, sync) = if params.sync_flush {
-            let gc = start_on(
-                Some(&flush_arb.handle()),
-                GroupCommitter::new(flush_core, Some(reput.clone())),
-            );
+            let mut gc = GroupCommitter::new(flush_core, Some(reput.clone()));
+            if zero_files {
+                gc = gc.zeroing_ahead(allocator.clone());
+            }
+            let gc = start_on(Some(&flush_arb.handle()), gc);
             (
                 FlushRef::Sync(gc.clone()),
                 Some((gc, params.sync_flush_timeout)),
