@@ -161,19 +161,9 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     };
     let ceiling = memcpy_ceiling(&root, args.size, args.messages.min(2_000_000))?;
 
-    let mut params = StoreParams::for_tests(&root);
+    let mut params = rocketmq_defaults(&root);
     params.commit_log_file_size = args.file_size;
-    params.cq_file_size = 300_000 * 20;
-    params.max_message_size = 4 << 20;
     params.warm_mapped_files = args.warm;
-    params.flush_interval = Duration::from_millis(500);
-    params.flush_thorough_interval = Duration::from_secs(10);
-    // RocketMQ's defaults for everything the benchmark does not vary.
-    params.cq_flush_interval = Duration::from_millis(1000);
-    params.cq_flush_least_pages = 2;
-    params.flush_least_pages = 4;
-    params.max_hash_slot_num = 5_000_000;
-    params.max_index_num = 20_000_000;
     params.transient_store_pool_size = pool_size(args);
     let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
 
@@ -305,6 +295,22 @@ async fn time_abnormal_recovery(params: StoreParams) -> anyhow::Result<(u64, u64
     Ok(r)
 }
 
+/// RocketMQ's defaults for everything the benchmarks do not vary (ConsumeQueue and IndexFile
+/// sizes and flush pacing, the async flush intervals), rooted at `root`.
+fn rocketmq_defaults(root: &std::path::Path) -> StoreParams {
+    let mut params = StoreParams::for_tests(root);
+    params.cq_file_size = 300_000 * 20;
+    params.max_message_size = 4 << 20;
+    params.flush_interval = Duration::from_millis(500);
+    params.flush_thorough_interval = Duration::from_secs(10);
+    params.cq_flush_interval = Duration::from_millis(1000);
+    params.cq_flush_least_pages = 2;
+    params.flush_least_pages = 4;
+    params.max_hash_slot_num = 5_000_000;
+    params.max_index_num = 20_000_000;
+    params
+}
+
 fn pool_size(args: &StoreBenchArgs) -> usize {
     if args.transient_store_pool {
         args.transient_store_pool_size.max(1)
@@ -370,10 +376,9 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
     );
     for (run, &c) in args.concurrency.iter().enumerate() {
         let dir = root.join(format!("sync-{run}"));
-        let mut params = StoreParams::for_tests(&dir);
+        let mut params = rocketmq_defaults(&dir);
         // Small enough that the warm-up (one file) takes seconds even at one producer.
         params.commit_log_file_size = args.file_size.min(64 << 20);
-        params.max_message_size = 4 << 20;
         params.sync_flush = true;
         params.warm_mapped_files = args.warm;
         params.transient_store_pool_size = pool_size(args);
