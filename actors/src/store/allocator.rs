@@ -23,7 +23,7 @@
 //! commit came. So many small groups — where the saving is largest — zero the next file whole
 //! ahead, while large groups (conversion cost spread over many messages, the cores the limit)
 //! leave it as it is. The thread's I/O is in the idle class besides. The first file of a fresh
-//! store is claimed at once, so it is written as allocated.
+//! store is zeroed by the idle ticks until the first append claims it.
 //!
 //! The writer asks for file `N+1` as soon as it starts writing file `N`, so one file is always
 //! ready ahead. Creation goes through a temporary name and a `link`, so the writer's own fallback
