@@ -295,6 +295,10 @@ async fn time_abnormal_recovery(params: StoreParams) -> anyhow::Result<(u64, u64
     Ok(r)
 }
 
+/// CommitLog file size cap of the SYNC_FLUSH runs: small enough that the warm-up (one file) takes
+/// seconds even at one producer.
+const SYNC_FILE_CAP: u64 = 64 << 20;
+
 /// RocketMQ's defaults for everything the benchmarks do not vary (ConsumeQueue and IndexFile
 /// sizes and flush pacing, the async flush intervals), rooted at `root`.
 fn rocketmq_defaults(root: &std::path::Path) -> StoreParams {
@@ -377,14 +381,13 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
     for (run, &c) in args.concurrency.iter().enumerate() {
         let dir = root.join(format!("sync-{run}"));
         let mut params = rocketmq_defaults(&dir);
-        // Small enough that the warm-up (one file) takes seconds even at one producer.
-        params.commit_log_file_size = args.file_size.min(64 << 20);
+        params.commit_log_file_size = args.file_size.min(SYNC_FILE_CAP);
         params.sync_flush = true;
         params.warm_mapped_files = args.warm;
         params.transient_store_pool_size = pool_size(args);
         let file_size = params.commit_log_file_size;
         let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
-        // Producers record only while `measuring`, and stop at `deadline` (µs since `epoch`),
+        // Producers record only while `measuring`, and stop at `deadline` (time since `epoch`),
         // both set once the warm-up is over.
         let epoch = Instant::now();
         let measuring = Rc::new(std::cell::Cell::new(!args.sync_warmup));
@@ -546,7 +549,7 @@ pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
             args.queues,
             args.seconds,
             args.transient_store_pool,
-            args.file_size.min(64 << 20),
+            args.file_size.min(SYNC_FILE_CAP),
             if args.sync_warmup {
                 "once the store is in its second CommitLog file (--sync-warmup true)"
             } else {

@@ -86,7 +86,8 @@ pub struct MappedFile {
     /// Set when the file is being retired; readers stop handing out new views of it.
     unavailable: AtomicBool,
     /// Bytes from the start known zero-written (see the module docs): what a [`ZeroAhead`] got
-    /// done before the owner claimed the file; 0 for files opened from disk (their blocks may be unwritten). Frozen once claimed.
+    /// done before the owner claimed the file; 0 for files opened from disk (their blocks may be
+    /// unwritten). Frozen once claimed.
     zeroed_upto: AtomicU64,
     /// Whether a [`ZeroAhead`] may still write the file: set only by
     /// [`MappedFile::create_for_zeroing`], cleared for good by [`MappedFile::claim`]. The lock is
@@ -97,7 +98,8 @@ pub struct MappedFile {
 /// The zeroing flags of files a [`ZeroAhead`] may still write, by path. [`MappedFile::open`] of
 /// such a path claims the file first, so a second handle on it — the writer's fallback creation
 /// finding the allocator's new file already linked — never writes beside a zeroing write.
-/// Entries go at the claim; there is one at most per file being prepared.
+/// An entry goes when its file is claimed or its zeroing ends; there is one at most per file
+/// being prepared.
 static ZEROING: Mutex<Vec<(PathBuf, Arc<Mutex<bool>>)>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -59,7 +59,7 @@ pub struct MappedFileAllocator {
     dir: PathBuf,
     file_size: u64,
     warm: Warm,
-    /// Zero-write new files (see the module docs).
+    /// Zero new files ahead of the writer (see the module docs).
     zeroed: bool,
     /// The file being zeroed ahead of the writer.
     zero_ahead: Option<ZeroAhead>,
@@ -89,7 +89,7 @@ impl MappedFileAllocator {
         }
     }
 
-    /// Creates zero-written files (SYNC_FLUSH with write rings; see the module docs).
+    /// Zeroes new files ahead of the writer (SYNC_FLUSH with write rings; see the module docs).
     pub fn zeroed(mut self, zeroed: bool) -> Self {
         self.zeroed = zeroed;
         self
