@@ -1375,53 +1375,60 @@ async fn an_untimed_flusher_is_woken_by_appends() {
 /// Write rings (the default write path): a commit that fails — here a read-only descriptor in
 /// place of the CommitLog file's, so `pwrite` gets EBADF — is never acknowledged: the append is
 /// refused with SERVICE_NOT_AVAILABLE naming the cause, the store turns read-only, and no reader
-/// ever sees the record (it is in the ring, not in the file).
+/// ever sees the record (it is in the ring, not in the file). In ASYNC_FLUSH the writer commits
+/// after each append; in SYNC_FLUSH a waiting append's commit is held for the end of the writer's
+/// burst, and the failure reaches the producer from there.
 #[actix_rt::test]
 async fn a_failed_write_ring_commit_is_refused_and_never_served() {
     use std::os::fd::AsRawFd;
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(T0);
-    let store = open(dir.path(), &clock, |_| {}).await;
-    assert!(
-        store.write_buffer_pool().is_none(),
-        "write rings, not transientStorePoolEnable"
-    );
-    let first = store.put(msg("T", 0, b"kept", &[])).await.unwrap();
-    let file = store.reader().commit_log().files().last().cloned().unwrap();
-    assert!(
-        file.is_buffered(),
-        "the file being written has a write ring"
-    );
-    let ro = std::fs::File::open(file.path()).unwrap();
-    // SAFETY: swaps the file's descriptor for a read-only one; the store keeps using the number.
-    assert!(unsafe { libc::dup2(ro.as_raw_fd(), file.as_raw_fd()) } >= 0);
+    for sync in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let store = open(dir.path(), &clock, |p| p.sync_flush = sync).await;
+        assert!(
+            store.write_buffer_pool().is_none(),
+            "write rings, not transientStorePoolEnable"
+        );
+        let first = store.put(msg("T", 0, b"kept", &[])).await.unwrap();
+        let file = store.reader().commit_log().files().last().cloned().unwrap();
+        assert!(
+            file.is_buffered(),
+            "the file being written has a write ring"
+        );
+        let ro = std::fs::File::open(file.path()).unwrap();
+        // SAFETY: swaps the file's descriptor for a read-only one; the store keeps using the
+        // number.
+        assert!(unsafe { libc::dup2(ro.as_raw_fd(), file.as_raw_fd()) } >= 0);
 
-    let e = store
-        .put(msg("T", 0, b"lost", &[]))
-        .await
-        .expect_err("an append whose commit failed is not acknowledged");
-    assert_eq!(e.status, PutStatus::ServiceNotAvailable);
-    assert!(
-        e.remark.contains("committing CommitLog bytes"),
-        "{}",
-        e.remark
-    );
-    let again = store.put(msg("T", 0, b"later", &[])).await.unwrap_err();
-    assert!(again.remark.contains("read-only"), "{}", again.remark);
-    assert_eq!(
-        store.max_offset().0,
-        first.end_offset().0,
-        "only the acknowledged record is readable"
-    );
-    settle(&store).await;
-    let served: Vec<_> = all(&store, "T", 0).into_iter().map(|(_, b)| b).collect();
-    assert_eq!(served, vec![b"kept".to_vec()]);
-    // The stop does not wait for dispatch to reach bytes that never left the ring (it would give
-    // up only after its 30 s bound); the 20 s here is a hang guard, not a speed target.
-    tokio::time::timeout(Duration::from_secs(20), store.shutdown())
-        .await
-        .expect("the stop does not wait for uncommitted bytes")
-        .expect("the stop itself succeeds");
+        let e = store
+            .put(msg("T", 0, b"lost", &[]))
+            .await
+            .expect_err("an append whose commit failed is not acknowledged");
+        assert_eq!(e.status, PutStatus::ServiceNotAvailable, "sync {sync}");
+        assert!(
+            e.remark.contains("committing CommitLog bytes"),
+            "sync {sync}: {}",
+            e.remark
+        );
+        let again = store.put(msg("T", 0, b"later", &[])).await.unwrap_err();
+        assert!(again.remark.contains("read-only"), "{}", again.remark);
+        assert_eq!(
+            store.max_offset().0,
+            first.end_offset().0,
+            "sync {sync}: only the acknowledged record is readable"
+        );
+        settle(&store).await;
+        let served: Vec<_> = all(&store, "T", 0).into_iter().map(|(_, b)| b).collect();
+        assert_eq!(served, vec![b"kept".to_vec()], "sync {sync}");
+        // The stop does not wait for dispatch to reach bytes that never left the ring (it would
+        // give up only after its 30 s bound); the 20 s here is a hang guard, not a speed target.
+        let stop = tokio::time::timeout(Duration::from_secs(20), store.shutdown())
+            .await
+            .expect("the stop does not wait for uncommitted bytes");
+        if !sync {
+            stop.expect("the stop itself succeeds");
+        }
+    }
 }
 
 /// `fastFailIfNoBufferInStorePool=true`, one write buffer, held by a file that is full but not

@@ -130,8 +130,10 @@ async fn many_clients_at_once_each_get_their_own_correct_answers() {
         );
         let mut next = start;
         while next < start + offsets.len() as i64 {
+            // Dispatch is asynchronous: an acknowledged message may not be in its ConsumeQueue
+            // yet, so the pull is a long poll (held until it is, as a client's would be).
             let r = reader
-                .invoke(pull("Many", *q, next, 0), WAIT)
+                .invoke(pull("Many", *q, next, 10_000), WAIT)
                 .await
                 .unwrap();
             assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);

@@ -9,18 +9,18 @@
 //!   RocketMQ's timed flusher sleeps through them. Between flushes, every 10 ms, it starts
 //!   write-back of each 4 MiB committed since (`Flusher::write_behind`), so the flush finds the
 //!   pages on their way to disk rather than writing them all back in one burst.
-//! * `GroupCommitter` — in: [`FlushUpTo`] `{end, reply}` from the writer for each append that
-//!   waits (`WAIT` absent or true). One flush covers every request pending when it
-//!   starts; requests that arrive during a flush are covered by the next: the flush runs on a
-//!   [`RunGroupCommit`] the group committer sends itself, queued behind the requests already in
-//!   its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
+//! * `GroupCommitter` — in: [`FlushWaits`] from the writer, once per burst of its mailbox: a
+//!   [`FlushUpTo`] `{end, reply}` for each append of the burst that waits (`WAIT` absent or
+//!   true), sent once the burst's bytes are committed. One flush covers every request pending
+//!   when it starts; requests that arrive during a flush are covered by the next: the flush runs
+//!   on a [`RunGroupCommit`] the group committer sends itself, queued behind the requests already
+//!   in its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
 //!   [`PendingReply`] answered on this thread, straight to the producer ([`FlushOutcome`]; the
 //!   writer answers FLUSH_DISK_TIMEOUT instead if `syncFlushTimeout` passes first), and a `Wake`
 //!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes), and with write
 //!   rings a `ZeroStep` to the allocator (zero the next CommitLog file a step further now that
-//!   the disk is between flushes; see `allocator`). With write
-//!   buffers it first commits everything written (`pwrite`), then fdatasyncs — it is the
-//!   committer in SYNC_FLUSH.
+//!   the disk is between flushes; see `allocator`). With write buffers it first commits
+//!   everything written (`pwrite`), then fdatasyncs — it is the committer in SYNC_FLUSH.
 //!
 //! Only committed bytes are flushed: with write buffers a file is flushed with `fdatasync` up to
 //! its committed position (see `MappedFile::flush`).
@@ -385,7 +385,8 @@ pub enum FlushOutcome {
     /// `syncFlushTimeout` passed first: the message is stored but not known to be durable
     /// (FLUSH_DISK_TIMEOUT).
     TimedOut,
-    /// The flush failed and the store has turned read-only; the reason.
+    /// The commit or the flush failed and the store has turned read-only; the remark for the
+    /// producer (what failed and why).
     Failed(String),
 }
 
@@ -394,35 +395,84 @@ pub enum FlushOutcome {
 /// The timeout is not the group committer's job because it blocks in `fdatasync`: on a stalled
 /// disk the producer must still get FLUSH_DISK_TIMEOUT in time, as RocketMQ's producer-side wait
 /// gives it. The lock is taken once by each side, uncontended unless both come at once.
+///
+/// The answer may come before the writer has [`set`](PendingReply::set) what answering does (a
+/// burst finished early, see the writer); it is then kept and given as `set` is called.
 #[derive(Default)]
-pub struct PendingReply(std::sync::Mutex<Option<Answer>>);
+pub struct PendingReply(std::sync::Mutex<Slot>);
+
+#[derive(Default)]
+enum Slot {
+    /// Neither set nor answered yet.
+    #[default]
+    Empty,
+    /// Set, waiting for the answer.
+    Waiting(Answer),
+    /// Answered before it was set.
+    Answered(FlushOutcome),
+    /// Answered and given.
+    Done,
+}
 
 /// What answering a [`PendingReply`] does: sends the producer its reply, settled by the outcome.
 pub type Answer = Box<dyn FnOnce(FlushOutcome) + Send>;
 
 impl PendingReply {
-    /// Sets what answering does (before anyone can answer).
+    fn slot(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets what answering does; gives an answer that came first at once.
     pub fn set(&self, reply: Answer) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply);
+        let mut slot = self.slot();
+        match std::mem::take(&mut *slot) {
+            Slot::Empty => *slot = Slot::Waiting(reply),
+            Slot::Answered(outcome) => {
+                *slot = Slot::Done;
+                drop(slot);
+                reply(outcome);
+            }
+            // Set twice: the first stays.
+            other => *slot = other,
+        }
     }
 
     /// Answers with `outcome` unless answered already; true if this call answered.
     pub fn answer(&self, outcome: FlushOutcome) -> bool {
-        let reply = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
-        reply.map(|r| r(outcome)).is_some()
+        let mut slot = self.slot();
+        match std::mem::take(&mut *slot) {
+            Slot::Waiting(reply) => {
+                *slot = Slot::Done;
+                drop(slot);
+                reply(outcome);
+                true
+            }
+            Slot::Empty => {
+                *slot = Slot::Answered(outcome);
+                true
+            }
+            other => {
+                *slot = other;
+                false
+            }
+        }
     }
 }
 
-/// Answer `reply` once everything below `end` is flushed. Sent (without a response channel) by
-/// the writer for each append that waits; the group committer answers on its own thread, straight
-/// to the producer. Not an actix response: a response future per waiter would be polled at every
-/// wake of the group committer (hundreds of waiters × hundreds of wakes per flush at 256
-/// producers), and its answer would travel back through the writer's thread.
+/// Answer `reply` once everything below `end` is flushed. Not an actix response: a response
+/// future per waiter would be polled at every wake of the group committer (hundreds of waiters ×
+/// hundreds of wakes per flush at 256 producers), and its answer would travel back through the
+/// writer's thread.
 pub struct FlushUpTo {
     pub end: u64,
     pub reply: Arc<PendingReply>,
 }
-impl Message for FlushUpTo {
+
+/// The waiting appends of one burst of the writer's mailbox, sent (without a response channel)
+/// once their bytes are committed; the group committer answers each on its own thread, straight
+/// to the producer. One message per burst, not per append: the hop costs the same for 1 or 300.
+pub struct FlushWaits(pub Vec<FlushUpTo>);
+impl Message for FlushWaits {
     type Result = ();
 }
 
@@ -562,7 +612,7 @@ impl GroupCommitter {
                     self.schedule(ctx);
                 }
             }
-            Err(e) => self.waiters.fail(&e.to_string()),
+            Err(e) => self.waiters.fail(&format!("the flush failed: {e}")),
         }
     }
 }
@@ -599,19 +649,24 @@ impl Serve<RunGroupCommit> for GroupCommitter {
     }
 }
 
-impl Serve<FlushUpTo> for GroupCommitter {
+impl Serve<FlushWaits> for GroupCommitter {
     type Reply = ();
-    fn serve(&mut self, m: FlushUpTo, ctx: &mut Context<Metered<Self>>) {
-        if self.core.state.flushed() >= m.end {
-            m.reply.answer(FlushOutcome::Flushed);
-            return;
+    fn serve(&mut self, m: FlushWaits, ctx: &mut Context<Metered<Self>>) {
+        let flushed = self.core.state.flushed();
+        let read_only = self.core.state.read_only.load_full();
+        for w in m.0 {
+            if flushed >= w.end {
+                w.reply.answer(FlushOutcome::Flushed);
+            } else if let Some(r) = &read_only {
+                w.reply
+                    .answer(FlushOutcome::Failed(format!("the flush failed: {r}")));
+            } else {
+                self.waiters.push(w);
+            }
         }
-        if let Some(r) = self.core.state.read_only.load_full() {
-            m.reply.answer(FlushOutcome::Failed(r.to_string()));
-            return;
+        if !self.waiters.is_empty() {
+            self.schedule(ctx);
         }
-        self.waiters.push(m);
-        self.schedule(ctx);
     }
 }
 
@@ -635,6 +690,32 @@ mod tests {
         let r = Arc::new(PendingReply::default());
         r.set(Box::new(move |o| log.lock().unwrap().push((end, o))));
         r
+    }
+
+    /// The writer may hand a burst's waits over before it has set what answering does (its
+    /// mailbox was full, so the burst ended inside the append): the answer is kept and given at
+    /// `set`, once.
+    #[test]
+    fn an_answer_that_comes_before_the_reply_is_set_is_given_when_it_is_set() {
+        let log: Log = Arc::default();
+        let early = Arc::new(PendingReply::default());
+        assert!(
+            early.answer(FlushOutcome::Flushed),
+            "the first answer counts"
+        );
+        assert!(
+            !early.answer(FlushOutcome::TimedOut),
+            "a later timeout does not replace it"
+        );
+        let sink = log.clone();
+        early.set(Box::new(move |o| sink.lock().unwrap().push((1, o))));
+        assert!(!early.answer(FlushOutcome::Flushed), "answered once");
+        let normal = reply(&log, 2);
+        assert!(normal.answer(FlushOutcome::TimedOut));
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![(1, FlushOutcome::Flushed), (2, FlushOutcome::TimedOut)]
+        );
     }
 
     #[test]

@@ -607,10 +607,10 @@ impl Store {
                 let w = Waker::new(c.clone(), commit_woken, || CommitWake);
                 on_wait = Some(Box::new(move || w.wake()));
                 committer = Some(c);
-            } else {
-                // SYNC_FLUSH: the group committer commits on every flush (10 ms at the latest).
-                after_append.push(reput_waker());
             }
+            // SYNC_FLUSH: the group committer commits on every flush (10 ms at the latest) and
+            // wakes reput after it; dispatch may only reach flushed bytes, so a wake from the
+            // writer would find nothing new.
             log = log.with_write_buffers(WriteBuffers {
                 pool: pool.clone(),
                 fast_fail: params.fast_fail_no_buffer,
@@ -628,7 +628,9 @@ impl Store {
                     on_wait: None,
                 });
             }
-            after_append.push(reput_waker());
+            if !params.sync_flush {
+                after_append.push(reput_waker());
+            }
             after_append.extend(flush_waker);
         }
         let commit_inline = rings.is_some();
