@@ -306,8 +306,8 @@ impl<S: Service> ActorRef<S> {
 
     /// Sends without waiting for a reply, past the mailbox bound (actix `do_send`): for a message
     /// that must not be lost, from a sender whose own load is bounded upstream (the writer's
-    /// SYNC_FLUSH waiters: one per append in flight, and appends are bounded by the writer's
-    /// mailbox). If the actor is gone the message is dropped with whatever it carries.
+    /// SYNC_FLUSH waits: one message per burst of its mailbox, one wait per append in flight,
+    /// and appends are bounded by the writer's mailbox). If the actor is gone the message is dropped with whatever it carries.
     pub fn notify<M>(&self, msg: M)
     where
         M: Message + Send + 'static,

@@ -89,10 +89,8 @@ pub struct MappedFile {
     /// done before the owner claimed the file; 0 for files opened from disk (their blocks may be
     /// unwritten). Frozen once claimed.
     zeroed_upto: AtomicU64,
-    /// Whether a [`ZeroAhead`] may still write the file: set only by
-    /// [`MappedFile::create_for_zeroing`], cleared for good by [`MappedFile::claim`]. The lock is
-    /// held across each zeroing write, so a claim waits for the one in flight.
-    zeroing_open: Arc<Mutex<bool>>,
+    /// Whether a [`ZeroAhead`] may still write the file (see [`Zeroing`]).
+    zeroing_open: Arc<Zeroing>,
 }
 
 /// The zeroing flags of files a [`ZeroAhead`] may still write, by path. [`MappedFile::open`] of
@@ -100,7 +98,31 @@ pub struct MappedFile {
 /// finding the allocator's new file already linked — never writes beside a zeroing write.
 /// An entry goes when its file is claimed or its zeroing ends; there is one at most per file
 /// being prepared.
-static ZEROING: Mutex<Vec<(PathBuf, Arc<Mutex<bool>>)>> = Mutex::new(Vec::new());
+static ZEROING: Mutex<Vec<(PathBuf, Arc<Zeroing>)>> = Mutex::new(Vec::new());
+
+/// Whether a [`ZeroAhead`] may still write a file: open only from
+/// [`MappedFile::create_for_zeroing`], closed for good by [`MappedFile::claim`]. The lock is held
+/// across each zeroing write, so a claim waits for the one in flight — and only for that one:
+/// `closing` is raised before the claim waits for the lock, and the zeroing stops at its next
+/// write instead of taking the (unfair) lock again ahead of the claim.
+#[derive(Default)]
+struct Zeroing {
+    open: Mutex<bool>,
+    closing: AtomicBool,
+}
+
+impl Zeroing {
+    fn new(open: bool) -> Zeroing {
+        Zeroing {
+            open: Mutex::new(open),
+            closing: AtomicBool::new(false),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        *lock(&self.open)
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -108,8 +130,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Closes `flag` (waiting for a zeroing write in flight) and forgets its registry entry. Never
 /// holds both locks at once.
-fn close_zeroing(flag: &Arc<Mutex<bool>>) {
-    let was_open = std::mem::replace(&mut *lock(flag), false);
+fn close_zeroing(flag: &Arc<Zeroing>) {
+    flag.closing.store(true, Ordering::Release);
+    let was_open = std::mem::replace(&mut *lock(&flag.open), false);
     if was_open {
         lock(&ZEROING).retain(|(_, f)| !Arc::ptr_eq(f, flag));
     }
@@ -211,7 +234,7 @@ impl MappedFile {
             }
         };
         // Registered before the name exists, so whoever opens the name finds the entry.
-        let zeroing = Arc::new(Mutex::new(zero_ahead));
+        let zeroing = Arc::new(Zeroing::new(zero_ahead));
         if zero_ahead {
             lock(&ZEROING).push((path.clone(), zeroing.clone()));
         }
@@ -295,7 +318,7 @@ impl MappedFile {
             write_buffer: OnceLock::new(),
             unavailable: AtomicBool::new(false),
             zeroed_upto: AtomicU64::new(0),
-            zeroing_open: Arc::new(Mutex::new(false)),
+            zeroing_open: Arc::default(),
         }
     }
 
@@ -725,7 +748,7 @@ impl ZeroAhead {
     /// zeroing.
     pub fn open(file: Arc<MappedFile>) -> io::Result<Option<ZeroAhead>> {
         use std::os::unix::fs::OpenOptionsExt;
-        if !*lock(&file.zeroing_open) {
+        if !file.zeroing_open.is_open() {
             return Ok(None);
         }
         let dio = match OpenOptions::new()
@@ -761,16 +784,24 @@ impl ZeroAhead {
     /// Zero-writes up to `len` more bytes (whole pages) after what is done; `Ok(false)` once
     /// there is nothing more to do (the whole file is zeroed, or the owner claimed it): drop it
     /// then. An error leaves `zeroed_upto` where it was.
+    ///
+    /// The zeroing lock is taken per write, not per step, and a claim that is waiting stops the
+    /// step at its next write (see [`Zeroing`]): the owner's claim (on the writer's thread, at its
+    /// roll into this file) waits for at most one 64 KiB write.
     pub fn step(&self, len: u64) -> io::Result<bool> {
-        let open = lock(&self.file.zeroing_open);
-        if !*open {
-            return Ok(false);
-        }
         let whole = self.file.file_size - self.file.file_size % OS_PAGE_SIZE;
         let from = self.file.zeroed_upto.load(Ordering::Acquire);
         let end = (from + len - len % OS_PAGE_SIZE).min(whole);
         let mut pos = from;
+        let zeroing = &self.file.zeroing_open;
         while pos < end {
+            if zeroing.closing.load(Ordering::Acquire) {
+                return Ok(false);
+            }
+            let open = lock(&zeroing.open);
+            if !*open {
+                return Ok(false);
+            }
             let n = (end - pos).min(Self::WRITE as u64);
             match self.dio.write_all_at(&self.zeros[..n as usize], pos) {
                 Ok(()) => pos += n,
@@ -778,10 +809,12 @@ impl ZeroAhead {
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
                 Err(e) => return Err(e),
             }
-            // Published as it goes: the owner pads commits only below it.
+            // Published as it goes, under the lock: the owner pads commits only below it, and
+            // reads it once it has claimed the file.
             self.file.zeroed_upto.store(pos, Ordering::Release);
+            drop(open);
         }
-        Ok(end < whole)
+        Ok(end < whole && zeroing.is_open())
     }
 }
 
@@ -1045,6 +1078,22 @@ mod tests {
             "past the zeroed part: no padding (the block is unwritten, nothing to read)"
         );
         assert_eq!(std::fs::read(g.path()).unwrap(), vec![0u8; size as usize]);
+
+        // A claim waits for the write in flight only: once it is waiting (`closing` raised
+        // before it takes the lock), a step stops at its next write, however long it was asked
+        // to be, instead of taking the lock again ahead of the claim.
+        let k = Arc::new(MappedFile::create_for_zeroing(dir.path(), 5 * size, size).unwrap());
+        let z = ZeroAhead::open(k.clone()).unwrap().unwrap();
+        assert!(z.step(OS_PAGE_SIZE).unwrap());
+        k.zeroing_open.closing.store(true, Ordering::Release);
+        assert!(!z.step(size).unwrap(), "a claim is waiting: stop");
+        assert_eq!(
+            k.zeroed_upto(),
+            OS_PAGE_SIZE,
+            "no write after the claim began"
+        );
+        k.claim();
+        drop(z);
 
         // A second handle on a file being zeroed (the writer's fallback creation finding the
         // allocator's file): opening it stops the zeroing first.

@@ -10,7 +10,8 @@
 //!
 //! The rule that makes the aliasing safe is the user's: bytes `[committed, wrote)` must span at
 //! most `ring` bytes, or the writer overwrites bytes not yet copied into the file. The CommitLog
-//! writer commits before it would cross that line (`MappedFile::ring_room`), and after every batch.
+//! writer commits before it would cross that line (`MappedFile::ring_room`), and after every batch
+//! (in SYNC_FLUSH, for appends that wait for the flush, after every burst of its mailbox).
 //!
 //! The ring's pages are populated at creation and stay resident (the memfd keeps them): the writer
 //! never takes a page fault on them, whatever the file position.

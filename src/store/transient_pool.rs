@@ -17,7 +17,8 @@
 //! Ring pools ([`TransientStorePool::new_rings`]) are ActorMQ's write path when
 //! `transientStorePoolEnable` is off: the same leases, but each buffer is a
 //! [`RingMap`] — a file-sized span over a few MiB of memory — and the CommitLog writer commits
-//! it itself after every batch (and before the ring would wrap over uncommitted bytes). The writer
+//! it itself after every batch or SYNC_FLUSH burst (and before the ring would wrap over
+//! uncommitted bytes). The writer
 //! then never writes through the file's mapping, so flushing the file never write-protects the
 //! writer's pages (`msync`'s per-page `folio_mkclean`, a TLB shootdown each, was the whole tail of
 //! a send's latency), and the writer never page-faults (the ring stays resident).

@@ -17,7 +17,8 @@
 //! on ext4 doubled its time for small groups (see `mapped_file`). Zeroing costs as much disk time
 //! as the data, so it is done where it pays and where it is cheap: a new file is handed over
 //! allocated only and zeroed *ahead* ([`ZeroAhead`]) until the writer claims it — twice the
-//! bytes each small group commit flushed, at least [`GROUP_STEP`] (the group committer sends a
+//! bytes each small group commit flushed, from [`GROUP_STEP`] to [`MAX_GROUP_STEP`], one 64 KiB
+//! write at a time, so the writer's claim waits for one write at most (the group committer sends a
 //! [`ZeroStep`] as its `fdatasync` ends, when the disk is between flushes, for groups of at most
 //! `flusher::ZERO_AFTER_GROUPS_UP_TO` waiters), and [`IDLE_STEP`] per 10 ms tick when no group
 //! commit came. So many small groups — where the saving is largest — zero the next file whole
@@ -43,8 +44,12 @@ use crate::metered::{Metered, Reply, Serve, Service};
 /// Bytes pre-faulted per step; small enough to keep the mailbox responsive (~5 ms).
 const WARM_STEP: u64 = 16 << 20;
 
-/// Zero-written at least after each group commit (one direct write; ~20 µs of disk time here).
+/// Zero-written at least after each group commit (~20 µs of disk time here).
 pub const GROUP_STEP: u64 = 16 << 10;
+/// Zero-written at most after one group commit (16 direct writes): a group that flushed a large
+/// batch (`WAIT=false` bytes, producer batches) must not keep the allocator's thread, and the
+/// disk, busy with zeros for long.
+pub const MAX_GROUP_STEP: u64 = 1 << 20;
 /// Zero-written per 10 ms tick without group commits (25 MiB/s while the disk is idle).
 pub const IDLE_STEP: u64 = 256 << 10;
 
@@ -218,8 +223,8 @@ impl Serve<AllocateNext> for MappedFileAllocator {
 }
 
 /// A group commit's `fdatasync` ended, having flushed this many bytes: zero twice as many ahead
-/// (at least [`GROUP_STEP`]), so zeroing outpaces the writer and the next file is whole before it
-/// is claimed.
+/// (at least [`GROUP_STEP`], at most [`MAX_GROUP_STEP`]), so zeroing outpaces the writer and the
+/// next file is whole before it is claimed.
 pub struct ZeroStep(pub u64);
 impl Message for ZeroStep {
     type Result = ();
@@ -229,6 +234,6 @@ impl Serve<ZeroStep> for MappedFileAllocator {
     type Reply = ();
     fn serve(&mut self, m: ZeroStep, _: &mut Context<Metered<Self>>) {
         self.stepped = true;
-        self.zero_step(GROUP_STEP.max(2 * m.0));
+        self.zero_step(m.0.saturating_mul(2).clamp(GROUP_STEP, MAX_GROUP_STEP));
     }
 }

@@ -11,7 +11,8 @@
 //!   pages on their way to disk rather than writing them all back in one burst.
 //! * `GroupCommitter` — in: [`FlushWaits`] from the writer, once per burst of its mailbox: a
 //!   [`FlushUpTo`] `{end, reply}` for each append of the burst that waits (`WAIT` absent or
-//!   true), sent once the burst's bytes are committed. One flush covers every request pending
+//!   true), sent once the burst's bytes are committed (write rings; with write buffers the group
+//!   committer commits them itself before its flush). One flush covers every request pending
 //!   when it starts; requests that arrive during a flush are covered by the next: the flush runs
 //!   on a [`RunGroupCommit`] the group committer sends itself, queued behind the requests already
 //!   in its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
@@ -469,7 +470,7 @@ pub struct FlushUpTo {
 }
 
 /// The waiting appends of one burst of the writer's mailbox, sent (without a response channel)
-/// once their bytes are committed; the group committer answers each on its own thread, straight
+/// once their bytes are committed (write rings; written, with write buffers); the group committer answers each on its own thread, straight
 /// to the producer. One message per burst, not per append: the hop costs the same for 1 or 300.
 pub struct FlushWaits(pub Vec<FlushUpTo>);
 impl Message for FlushWaits {
@@ -663,8 +664,8 @@ impl Serve<FlushWaits> for GroupCommitter {
             if flushed >= w.end {
                 w.reply.answer(FlushOutcome::Flushed);
             } else if let Some(r) = &read_only {
-                w.reply
-                    .answer(FlushOutcome::Failed(format!("the flush failed: {r}")));
+                // The reason names what failed (a flush or a commit).
+                w.reply.answer(FlushOutcome::Failed(r.to_string()));
             } else {
                 self.waiters.push(w);
             }

@@ -13,7 +13,8 @@
 //!
 //! Without write buffers (the default) the writer appends into write rings (a ring pool of the
 //! `TransientStorePool`, a few MiB of memory behind each file-sized buffer) and commits them with
-//! `pwrite` itself after every batch, before it acknowledges or wakes anyone: readers see the
+//! `pwrite` itself after every batch (in SYNC_FLUSH, for appends that wait for the flush, once
+//! per burst of its mailbox), before it acknowledges or wakes anyone: readers see the
 //! bytes as soon as with a write through the mapping, but the mapping is never written, so a
 //! flush never stalls the process with write-protect faults and TLB shootdowns.
 //!
@@ -864,7 +865,8 @@ impl Store {
             }
         }
         // Dispatch can only reach committed (readable) bytes: after a successful final commit, or
-        // with write rings (committed after every append), that is everything written; after a
+        // with write rings (committed after every append, and every held burst committed by the
+        // `GetWriterState` above), that is everything written; after a
         // failed commit it is less, and waiting for the rest would only run out the bound.
         let mut end = end.min(self.max_offset());
         if self.params.sync_flush && self.state.read_only.load().is_some() {

@@ -2,7 +2,9 @@
 //! hands them, in batches of whole records, to the ConsumeQueue and Index builders (RocketMQ's
 //! ReputMessageService).
 //!
-//! In: [`Wake`] (coalesced, from the writer), a periodic tick as a safety net, [`GetDispatched`].
+//! In: [`Wake`] (coalesced; from the writer in ASYNC_FLUSH, from the committer with write
+//! buffers, from the group committer after each flush in SYNC_FLUSH), a periodic tick as a safety
+//! net, [`GetDispatched`].
 //! Out: [`Dispatch`] `{from, to}` to both builders, awaited together before the next batch, so a
 //! slow builder slows dispatch instead of growing a queue.
 //!

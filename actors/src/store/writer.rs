@@ -15,7 +15,8 @@
 //! the group committer wakes reput after each flush.
 //!
 //! Invariants: a reply is sent only after the record's bytes are published (visible to readers),
-//! and a wait reaches the group committer only after its bytes are committed; in SYNC_FLUSH a
+//! and with write rings a wait reaches the group committer only after its bytes are committed;
+//! in SYNC_FLUSH a
 //! message with `WAIT` absent or true is answered only once it is flushed (or with
 //! FLUSH_DISK_TIMEOUT after `syncFlushTimeout`), without holding up the appends behind it; a store
 //! that is read-only (a flush failed) or over its disk-space limit refuses with
@@ -43,9 +44,9 @@ use actormq_core::store::status::PutStatus;
 
 /// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
 /// a [`PendingReply`] that sends it, settled by how the wait ended ([`Settle`]), straight to the
-/// producer: the group committer answers it when its flush covers `end` (the answer does not come
-/// back through this thread, and no future is kept per waiting append), or the writer's timeout
-/// tick answers FLUSH_DISK_TIMEOUT first (see [`Deadlines`]).
+/// producer: the group committer answers it when its flush covers the append's end (the answer
+/// does not come back through this thread, and no future is kept per waiting append), or the
+/// writer's timeout tick answers FLUSH_DISK_TIMEOUT first (see [`Deadlines`]).
 pub enum AppendReply<T> {
     Now(T),
     /// The append's [`FlushUpTo`] is in the writer's burst (see [`Burst`]); `reply` is answered
@@ -193,8 +194,10 @@ impl Message for GetQueueOffset {
 /// one [`FlushWaits`], when the burst ends: at an [`EndOfBurst`] the writer sends itself after the
 /// burst's first waiting append, queued behind the appends already in the mailbox. A waiting
 /// append's reply comes after the flush anyway, so holding it back until the burst is over costs
-/// it nothing, and the burst pays for one `pwrite` and one hop to the group committer instead of
-/// one per append (a `pwrite` per 1 KiB append was half of the writer's CPU at 256 producers).
+/// it only the handling of the rest of the burst (about a microsecond per append), and the burst
+/// pays for one `pwrite` and one hop to the group committer instead of one per append (a `pwrite`
+/// per 1 KiB append was half of the writer's CPU at 256 producers). With write buffers
+/// (`transientStorePoolEnable`) the group committer commits right before its flush instead.
 #[derive(Default)]
 struct Burst {
     waits: Vec<FlushUpTo>,
@@ -217,13 +220,15 @@ pub struct CommitLogWriter {
     log: CommitLog,
     clock: SharedClock,
     allocator: Option<ActorRef<MappedFileAllocator>>,
-    /// Woken (coalesced: a burst of appends sends one wake each) after every append message.
+    /// Woken (coalesced: a burst of appends sends one wake each) after every append message, or
+    /// for appends whose commit waits for the end of the burst, when it ends. None in SYNC_FLUSH.
     after_append: Vec<Waker>,
     state: Arc<StoreState>,
     /// SYNC_FLUSH: the group committer and `syncFlushTimeout`.
     sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
     /// Write rings (no `transientStorePoolEnable`): this writer commits after every append
-    /// message, before anything is acknowledged or woken.
+    /// message — in SYNC_FLUSH, for appends that wait, once at the end of the burst — before
+    /// anything is acknowledged or woken, or handed to the group committer.
     commit_inline: bool,
     /// SYNC_FLUSH waits, for FLUSH_DISK_TIMEOUT (checked every [`TIMEOUT_TICK`]).
     deadlines: Deadlines,
@@ -317,8 +322,9 @@ impl CommitLogWriter {
         if self.me.as_ref().is_some_and(|me| me.try_notify(EndOfBurst)) {
             self.burst.scheduled = true;
         } else {
-            // Mailbox full (or not started): end the burst now. The reply is set after this
-            // returns; an answer that comes first is kept for it (see `PendingReply`).
+            // `try_send` refused (the mailbox over its bound with our sender parked, or not
+            // started): end the burst now. The reply is set after this returns; an answer that
+            // comes first is kept for it (see `PendingReply`).
             self.end_burst();
         }
     }
@@ -386,7 +392,11 @@ impl CommitLogWriter {
         } else {
             Ok(())
         };
-        self.state.last_store_ts.fetch_max(now, Ordering::AcqRel);
+        if committed.is_ok() {
+            // Never the time of a record that did not reach the file: a flush would write it to
+            // the checkpoint as covered.
+            self.state.last_store_ts.fetch_max(now, Ordering::AcqRel);
+        }
         if let Some(from) = rolled_into {
             self.request_next(from + self.log.config().file_size, ctx);
         }
