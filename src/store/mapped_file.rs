@@ -101,26 +101,31 @@ pub struct MappedFile {
 static ZEROING: Mutex<Vec<(PathBuf, Arc<Zeroing>)>> = Mutex::new(Vec::new());
 
 /// Whether a [`ZeroAhead`] may still write a file: open only from
-/// [`MappedFile::create_for_zeroing`], closed for good by [`MappedFile::claim`]. The lock is held
-/// across each zeroing write, so a claim waits for the one in flight — and only for that one:
-/// `closing` is raised before the claim waits for the lock, and the zeroing stops at its next
-/// write instead of taking the (unfair) lock again ahead of the claim.
-#[derive(Default)]
+/// [`MappedFile::create_for_zeroing`], closed for good by [`MappedFile::claim`]. `closed` is
+/// raised first and then the lock, which is held across each zeroing write, is taken once: so a
+/// claim waits for the write in flight and only for that one — the zeroing checks `closed` again
+/// under the lock and stops instead of taking the (unfair) lock again ahead of the claim.
 struct Zeroing {
-    open: Mutex<bool>,
-    closing: AtomicBool,
+    write: Mutex<()>,
+    closed: AtomicBool,
 }
 
 impl Zeroing {
     fn new(open: bool) -> Zeroing {
         Zeroing {
-            open: Mutex::new(open),
-            closing: AtomicBool::new(false),
+            write: Mutex::new(()),
+            closed: AtomicBool::new(!open),
         }
     }
 
     fn is_open(&self) -> bool {
-        *lock(&self.open)
+        !self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Default for Zeroing {
+    fn default() -> Zeroing {
+        Zeroing::new(false)
     }
 }
 
@@ -131,8 +136,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Closes `flag` (waiting for a zeroing write in flight) and forgets its registry entry. Never
 /// holds both locks at once.
 fn close_zeroing(flag: &Arc<Zeroing>) {
-    flag.closing.store(true, Ordering::Release);
-    let was_open = std::mem::replace(&mut *lock(&flag.open), false);
+    let was_open = !flag.closed.swap(true, Ordering::AcqRel);
+    // Waits for a zeroing write in flight; every later one sees `closed`.
+    drop(lock(&flag.write));
     if was_open {
         lock(&ZEROING).retain(|(_, f)| !Arc::ptr_eq(f, flag));
     }
@@ -795,11 +801,11 @@ impl ZeroAhead {
         let mut pos = from;
         let zeroing = &self.file.zeroing_open;
         while pos < end {
-            if zeroing.closing.load(Ordering::Acquire) {
+            if !zeroing.is_open() {
                 return Ok(false);
             }
-            let open = lock(&zeroing.open);
-            if !*open {
+            let writing = lock(&zeroing.write);
+            if !zeroing.is_open() {
                 return Ok(false);
             }
             let n = (end - pos).min(Self::WRITE as u64);
@@ -812,7 +818,7 @@ impl ZeroAhead {
             // Published as it goes, under the lock: the owner pads commits only below it, and
             // reads it once it has claimed the file.
             self.file.zeroed_upto.store(pos, Ordering::Release);
-            drop(open);
+            drop(writing);
         }
         Ok(end < whole && zeroing.is_open())
     }
@@ -1079,21 +1085,22 @@ mod tests {
         );
         assert_eq!(std::fs::read(g.path()).unwrap(), vec![0u8; size as usize]);
 
-        // A claim waits for the write in flight only: once it is waiting (`closing` raised
-        // before it takes the lock), a step stops at its next write, however long it was asked
-        // to be, instead of taking the lock again ahead of the claim.
+        // A claim waits for the write in flight only: once it has begun (`closed` raised before
+        // it takes the lock), a step stops at its next write, however long it was asked to be,
+        // instead of taking the lock again ahead of the claim.
         let k = Arc::new(MappedFile::create_for_zeroing(dir.path(), 5 * size, size).unwrap());
         let z = ZeroAhead::open(k.clone()).unwrap().unwrap();
         assert!(z.step(OS_PAGE_SIZE).unwrap());
-        k.zeroing_open.closing.store(true, Ordering::Release);
+        k.zeroing_open.closed.store(true, Ordering::Release);
         assert!(!z.step(size).unwrap(), "a claim is waiting: stop");
         assert_eq!(
             k.zeroed_upto(),
             OS_PAGE_SIZE,
             "no write after the claim began"
         );
-        k.claim();
         drop(z);
+        // The registry entry goes with a real claim; this one only raised the flag.
+        lock(&ZEROING).retain(|(p, _)| p != k.path());
 
         // A second handle on a file being zeroed (the writer's fallback creation finding the
         // allocator's file): opening it stops the zeroing first.

@@ -470,8 +470,9 @@ pub struct FlushUpTo {
 }
 
 /// The waiting appends of one burst of the writer's mailbox, sent (without a response channel)
-/// once their bytes are committed (write rings; written, with write buffers); the group committer answers each on its own thread, straight
-/// to the producer. One message per burst, not per append: the hop costs the same for 1 or 300.
+/// once their bytes are committed (write rings; written, with write buffers); the group committer
+/// answers each on its own thread, straight to the producer. One message per burst, not per
+/// append: the hop costs the same for 1 or 300.
 pub struct FlushWaits(pub Vec<FlushUpTo>);
 impl Message for FlushWaits {
     type Result = ();

@@ -15,9 +15,8 @@
 //! the group committer wakes reput after each flush.
 //!
 //! Invariants: a reply is sent only after the record's bytes are published (visible to readers),
-//! and with write rings a wait reaches the group committer only after its bytes are committed;
-//! in SYNC_FLUSH a
-//! message with `WAIT` absent or true is answered only once it is flushed (or with
+//! and with write rings a wait reaches the group committer only after its bytes are committed; in
+//! SYNC_FLUSH a message with `WAIT` absent or true is answered only once it is flushed (or with
 //! FLUSH_DISK_TIMEOUT after `syncFlushTimeout`), without holding up the appends behind it; a store
 //! that is read-only (a flush failed) or over its disk-space limit refuses with
 //! SERVICE_NOT_AVAILABLE and the reason.
@@ -292,13 +291,7 @@ impl CommitLogWriter {
     /// The reply to an append: `value` now, or — in SYNC_FLUSH, when it waits — once the group
     /// committer has flushed up to `end`, or FLUSH_DISK_TIMEOUT after `syncFlushTimeout` (see
     /// [`AppendReply`]). A waiting append joins the burst (see [`Burst`]).
-    fn reply_after_flush<T>(
-        &mut self,
-        value: T,
-        end: u64,
-        waits: bool,
-        ctx: &mut Context<Metered<Self>>,
-    ) -> AppendReply<T> {
+    fn reply_after_flush<T>(&mut self, value: T, end: u64, waits: bool) -> AppendReply<T> {
         match &self.sync {
             Some((_, timeout)) if waits => {
                 let reply = Arc::new(PendingReply::default());
@@ -308,14 +301,14 @@ impl CommitLogWriter {
                     end,
                     reply: reply.clone(),
                 });
-                self.schedule_end_of_burst(ctx);
+                self.schedule_end_of_burst();
                 AppendReply::AfterFlush { value, reply }
             }
             _ => AppendReply::Now(value),
         }
     }
 
-    fn schedule_end_of_burst(&mut self, _: &mut Context<Metered<Self>>) {
+    fn schedule_end_of_burst(&mut self) {
         if self.burst.scheduled {
             return;
         }
@@ -349,14 +342,14 @@ impl CommitLogWriter {
                 }
             }
         }
-        if self.burst.waits.is_empty() {
+        // Waits join a burst only in SYNC_FLUSH, so `sync` is set whenever there are any.
+        let (Some((gc, _)), false) = (&self.sync, self.burst.waits.is_empty()) else {
             return;
-        }
+        };
         let waits = std::mem::take(&mut self.burst.waits);
-        match (failed, &self.sync) {
-            (None, Some((gc, _))) => gc.notify(FlushWaits(waits)),
-            (why, _) => {
-                let why = why.unwrap_or_else(|| "the store is not in SYNC_FLUSH".to_owned());
+        match failed {
+            None => gc.notify(FlushWaits(waits)),
+            Some(why) => {
                 for w in waits {
                     w.reply.answer(FlushOutcome::Failed(why.clone()));
                 }
@@ -469,7 +462,7 @@ impl Serve<AppendMessage> for CommitLogWriter {
             return AppendReply::Now(Err(e));
         }
         let end = ok.end_offset().0;
-        self.reply_after_flush(Ok(ok), end, wants, ctx)
+        self.reply_after_flush(Ok(ok), end, wants)
     }
 }
 
@@ -501,7 +494,7 @@ impl Serve<AppendBatch> for CommitLogWriter {
             Ok(()) => out,
             Err(e) => out.into_iter().map(|r| r.and(Err(e.clone()))).collect(),
         };
-        self.reply_after_flush(out, wait_end, wait_end > 0, ctx)
+        self.reply_after_flush(out, wait_end, wait_end > 0)
     }
 }
 
@@ -523,7 +516,7 @@ impl Serve<AppendProducerBatch> for CommitLogWriter {
             return AppendReply::Now(Err(e));
         }
         let end = ok.end_offset().0;
-        self.reply_after_flush(Ok((ok, offsets)), end, wants, ctx)
+        self.reply_after_flush(Ok((ok, offsets)), end, wants)
     }
 }
 
