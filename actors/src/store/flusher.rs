@@ -699,9 +699,9 @@ mod tests {
         r
     }
 
-    /// The writer may hand a burst's waits over before it has set what answering does (its
-    /// mailbox was full, so the burst ended inside the append): the answer is kept and given at
-    /// `set`, once.
+    /// The writer may hand a burst's waits over before it has set what answering does (its own
+    /// `EndOfBurst` was refused, so the burst ended inside the append): the answer is kept and
+    /// given at `set`, once.
     #[test]
     fn an_answer_that_comes_before_the_reply_is_set_is_given_when_it_is_set() {
         let log: Log = Arc::default();
