@@ -1,4 +1,5 @@
-//! Durability of the real `actormq broker` process (ECOSYSTEM Part B: T1, T2, T5(d, e), T10, T14):
+//! Durability of the real `actormq broker` process (ECOSYSTEM Part B: T1, T2, T5(d, e), T6, T10,
+//! T14):
 //! what a producer was told is stored must still be there after a `kill -9`, a clean SIGTERM, a
 //! leftover `abort` file or a lost ConsumeQueue file; a second process must not open a store in
 //! use; a full disk must refuse writes (not crash) and accept them again once space returns.
@@ -1257,6 +1258,101 @@ fn kill_minus_9_under_async_flush_loses_no_acknowledged_message() {
         "kill_minus_9_under_async_flush_loses_no_acknowledged_message",
         "ASYNC_FLUSH",
     );
+}
+
+/// Starts of the recovery test ([`kill_minus_9_during_recovery_loses_no_acknowledged_message`])
+/// killed before they finish.
+const RECOVERY_KILLS: usize = 10;
+
+/// T6: kill -9 during recovery. A SYNC_FLUSH load of a random 1.5–2.5 s, cut by kill -9, leaves
+/// several CommitLog files and ConsumeQueue files of every queue to recover. Then the broker is
+/// started and killed again [`RECOVERY_KILLS`] times, each a random moment into its start
+/// (spread over how long one whole start took on this store: before, during or after recovery),
+/// and finally let start. Every interrupted start must leave the `abort` file (the next start is
+/// abnormal again), and the last one must serve every acknowledged message with contiguous
+/// queues whose ConsumeQueues agree with the CommitLog — as if recovery had never been cut.
+#[test]
+fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
+    const NAME: &str = "kill_minus_9_during_recovery_loses_no_acknowledged_message";
+    bounded(NAME, Duration::from_secs(170), move |cleanup| {
+        let seed = seed_for(NAME);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root).set("FLUSHDISKTYPE", "SYNC_FLUSH");
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let pid = broker.pid;
+        let load_ms = rng.range(1500, 2500);
+        let results = rt.block_on(load(&broker.addr, "t6", rng.next_u64(), async move {
+            tokio::time::sleep(Duration::from_millis(load_ms)).await;
+            // SAFETY: kill(2) on our running, unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            false
+        }));
+        let acked = ledger.record_all(results);
+        broker
+            .wait_exit(WAIT_LIMIT)
+            .expect("the broker exits after SIGKILL");
+        let cl_files = std::fs::read_dir(root.join("commitlog"))
+            .expect("commitlog dir")
+            .count();
+
+        // How long one whole start takes on this store, to spread the kills over it.
+        let t0 = Instant::now();
+        let mut whole = Broker::start(&cleanup, &env);
+        let start_time = t0.elapsed();
+        assert_abnormal_start(&whole);
+        whole.signal(libc::SIGKILL);
+        whole
+            .wait_exit(WAIT_LIMIT)
+            .expect("the broker exits after SIGKILL");
+
+        let mut kills = Vec::new();
+        for i in 0..RECOVERY_KILLS {
+            let delay = Duration::from_micros(rng.below(start_time.as_micros() as u64 + 1));
+            let mut b = Broker::spawn(&cleanup, &env);
+            std::thread::sleep(delay);
+            b.signal(libc::SIGKILL);
+            let st = b
+                .wait_exit(WAIT_LIMIT)
+                .expect("the broker exits after SIGKILL");
+            assert_eq!(
+                st.signal(),
+                Some(libc::SIGKILL),
+                "start {i} ended by itself ({st}) before the kill {delay:?} into it:\n{}",
+                b.output()
+            );
+            assert!(
+                root.join("abort").exists(),
+                "start {i}, killed {delay:?} into it, left no abort file: the next start would \
+                 take the normal path over an unrecovered store; its output:\n{}",
+                b.output()
+            );
+            let last = b.tail(1);
+            kills.push((
+                delay.as_millis(),
+                last.chars().take(100).collect::<String>(),
+            ));
+        }
+
+        let mut broker = Broker::start(&cleanup, &env);
+        assert_abnormal_start(&broker);
+        let wire = rt.block_on(verify(
+            &broker.addr,
+            &ledger,
+            &format!("{NAME} after {RECOVERY_KILLS} kills during recovery"),
+        ));
+        broker.stop_cleanly();
+        eprintln!(
+            "{NAME}: seed {seed}, {acked} acked in {load_ms} ms over {cl_files} CommitLog files; \
+             a whole start took {start_time:?}; kills (ms into the start, its last log line): \
+             {kills:#?}"
+        );
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+    });
 }
 
 /// T5(e): an `abort` file left behind after a clean stop selects abnormal recovery, which must
