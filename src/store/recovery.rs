@@ -1289,9 +1289,19 @@ mod tests {
         ]
     }
 
+    /// Crash images per run: `PROPTEST_CASES` (a nightly run sets 10,000 or more; a failing
+    /// case prints its shrunk input), else 1,000 — about 17 s of a debug build here, on one of
+    /// the suite's two parallel slots.
+    fn crash_image_cases() -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000)
+    }
+
     proptest! {
         // No regression files: they would be written next to this source file.
-        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: crash_image_cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
         #[test]
         fn any_crash_image_recovers_to_a_valid_prefix(

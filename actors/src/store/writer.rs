@@ -350,8 +350,23 @@ impl CommitLogWriter {
         match failed {
             None => gc.notify(FlushWaits(waits)),
             Some(why) => {
+                let mut told_stored = 0;
                 for w in waits {
-                    w.reply.answer(FlushOutcome::Failed(why.clone()));
+                    if !w.reply.answer(FlushOutcome::Failed(why.clone())) {
+                        told_stored += 1;
+                    }
+                }
+                if told_stored > 0 {
+                    // Answered FLUSH_DISK_TIMEOUT ("stored, not yet flushed") by the timeout tick
+                    // while the burst was still being handled: only a writer stalled for
+                    // `syncFlushTimeout` inside one burst gets here. Those producers will not
+                    // retry, so the loss must at least be on record.
+                    tracing::error!(
+                        appends = told_stored,
+                        reason = %why,
+                        "appends already answered FLUSH_DISK_TIMEOUT were not stored: their \
+                         commit failed"
+                    );
                 }
             }
         }
