@@ -238,10 +238,14 @@ impl BrokerEnv {
     }
 
     /// Sets `ACTORMQ_<key>`, replacing an earlier value.
-    fn set(mut self, key: &str, value: &str) -> BrokerEnv {
-        let k = format!("ACTORMQ_{key}");
-        self.vars.retain(|(n, _)| *n != k);
-        self.vars.push((k, value.to_string()));
+    fn set(self, key: &str, value: &str) -> BrokerEnv {
+        self.var(&format!("ACTORMQ_{key}"), value)
+    }
+
+    /// Sets the environment variable `name` as it is, replacing an earlier value.
+    fn var(mut self, name: &str, value: &str) -> BrokerEnv {
+        self.vars.retain(|(n, _)| n != name);
+        self.vars.push((name.to_string(), value.to_string()));
         self
     }
 }
@@ -301,7 +305,7 @@ impl Broker {
         cmd.args(["broker", "--namesrv-listen", "127.0.0.1:0"]);
         // Nothing from the test's own environment may change the broker's configuration.
         for (k, _) in std::env::vars() {
-            if k.starts_with("ACTORMQ_") || k == "NAMESRV_ADDR" {
+            if k.starts_with("ACTORMQ_") || k == "NAMESRV_ADDR" || k == "NOTIFY_SOCKET" {
                 cmd.env_remove(k);
             }
         }
@@ -1351,6 +1355,90 @@ fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
              a whole start took {start_time:?}; kills (ms into the start, its last log line): \
              {kills:#?}"
         );
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+    });
+}
+
+/// Waits (at most [`WAIT_LIMIT`]) for the next datagram on the test's systemd notify socket.
+fn next_notification(sock: &std::os::unix::net::UnixDatagram, b: &Broker) -> String {
+    let mut buf = [0u8; 512];
+    let n = sock.recv(&mut buf).unwrap_or_else(|e| {
+        panic!(
+            "no systemd notification within {WAIT_LIMIT:?} ({e}); broker output:\n{}",
+            b.tail(30)
+        )
+    });
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// systemd readiness (`Type=notify`; ECOSYSTEM T6): the broker says READY=1 only once recovery
+/// is done and it serves — after an abnormal stop too, where the first request made the moment
+/// READY arrives must already find every acknowledged message — and STOPPING=1 when SIGTERM
+/// comes, before its clean stop.
+#[test]
+fn systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm() {
+    const NAME: &str = "systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm";
+    bounded(NAME, Duration::from_secs(120), move |cleanup| {
+        let seed = seed_for(NAME);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let sock_path = dir.path().join("notify.sock");
+        let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("notify socket");
+        sock.set_read_timeout(Some(WAIT_LIMIT)).expect("timeout");
+        let env = BrokerEnv::new(&root)
+            .set("FLUSHDISKTYPE", "SYNC_FLUSH")
+            .var(
+                "NOTIFY_SOCKET",
+                sock_path.to_str().expect("UTF-8 temp path"),
+            );
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        // Ready from a fresh store, serving on the address it names.
+        let mut broker = Broker::spawn(&cleanup, &env);
+        let ready = next_notification(&sock, &broker);
+        let addr = ready
+            .lines()
+            .find_map(|l| l.strip_prefix("STATUS=serving on "))
+            .unwrap_or_else(|| panic!("READY=1 with the address in STATUS, got {ready:?}"))
+            .to_string();
+        assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+        broker.addr = addr;
+        // A load cut by kill -9: the next start recovers abnormally.
+        let pid = broker.pid;
+        let load_ms = rng.range(300, 800);
+        let results = rt.block_on(load(&broker.addr, "sd", rng.next_u64(), async move {
+            tokio::time::sleep(Duration::from_millis(load_ms)).await;
+            // SAFETY: kill(2) on our running, unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            false
+        }));
+        let acked = ledger.record_all(results);
+        broker
+            .wait_exit(WAIT_LIMIT)
+            .expect("the broker exits after SIGKILL");
+
+        let mut broker = Broker::spawn(&cleanup, &env);
+        let ready = next_notification(&sock, &broker);
+        assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+        broker.addr = ready
+            .lines()
+            .find_map(|l| l.strip_prefix("STATUS=serving on "))
+            .unwrap_or_else(|| panic!("READY=1 with the address in STATUS, got {ready:?}"))
+            .to_string();
+        assert_abnormal_start(&broker);
+        let wire = rt.block_on(verify(
+            &broker.addr,
+            &ledger,
+            &format!("{NAME}: right after READY=1 of an abnormal start"),
+        ));
+
+        broker.signal(libc::SIGTERM);
+        let stopping = next_notification(&sock, &broker);
+        assert_eq!(stopping.trim_end(), "STOPPING=1", "at SIGTERM");
+        broker.stop_cleanly();
+        eprintln!("{NAME}: seed {seed}, {acked} acked before the kill, all served after READY=1");
         assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
     });
 }

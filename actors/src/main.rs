@@ -179,7 +179,9 @@ fn run_namesrv(listen: std::net::SocketAddr) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
         let ns = start_namesrv(listener, DEFAULT_SCAN_INTERVAL, DEFAULT_BROKER_EXPIRY).await;
+        systemd_notify(&[sd_notify::NotifyState::Ready]);
         stop_signal().await?;
+        systemd_notify(&[sd_notify::NotifyState::Stopping]);
         ns.stop_accepting();
         Ok(())
     })
@@ -236,7 +238,22 @@ fn run_broker(cli: BrokerCli) -> anyhow::Result<()> {
             Arc::new(SystemClock),
         )
         .await?;
+        // Only now: recovery is done, the port is open and the broker registered.
+        systemd_notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&format!("serving on {}", broker.broker_addr)),
+        ]);
         stop_signal().await?;
+        systemd_notify(&[sd_notify::NotifyState::Stopping]);
         broker.stop().await
     })
+}
+
+/// Tells systemd (a `Type=notify` unit) how the service is doing; nothing without
+/// `$NOTIFY_SOCKET`. A failure to tell it is logged, never fatal: systemd then times the start out
+/// by itself.
+fn systemd_notify(state: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(state) {
+        tracing::warn!(error = %e, "telling systemd (NOTIFY_SOCKET) failed");
+    }
 }
