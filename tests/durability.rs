@@ -1269,12 +1269,14 @@ fn kill_minus_9_under_async_flush_loses_no_acknowledged_message() {
 const RECOVERY_KILLS: usize = 10;
 
 /// T6: kill -9 during recovery. A SYNC_FLUSH load of a random 1.5–2.5 s, cut by kill -9, leaves
-/// several CommitLog files and ConsumeQueue files of every queue to recover. Then the broker is
-/// started and killed again [`RECOVERY_KILLS`] times, each a random moment into its start
-/// (spread over how long one whole start took on this store: before, during or after recovery),
-/// and finally let start. Every interrupted start must leave the `abort` file (the next start is
-/// abnormal again), and the last one must serve every acknowledged message with contiguous
-/// queues whose ConsumeQueues agree with the CommitLog — as if recovery had never been cut.
+/// several CommitLog files and ConsumeQueue files of every queue to recover. One whole start on a
+/// copy of that store gives the length of a start; then the broker is started on the store
+/// itself and killed again [`RECOVERY_KILLS`] times, the i-th kill a random moment in the i-th
+/// tenth of that length (before, during and after recovery; at least one must land between the
+/// "did not stop cleanly" line and `broker started`), and finally let start. Every interrupted
+/// start must leave the `abort` file (the next start is abnormal again), and the last one must
+/// serve every acknowledged message with contiguous queues whose ConsumeQueues agree with the
+/// CommitLog — as if recovery had never been cut.
 #[test]
 fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
     const NAME: &str = "kill_minus_9_during_recovery_loses_no_acknowledged_message";
@@ -1303,10 +1305,25 @@ fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
         let cl_files = std::fs::read_dir(root.join("commitlog"))
             .expect("commitlog dir")
             .count();
+        assert!(
+            cl_files >= 2,
+            "the load rolled CommitLog files ({cl_files})"
+        );
 
-        // How long one whole start takes on this store, to spread the kills over it.
+        // How long one whole start takes on this store, to spread the kills over it — timed on
+        // a copy, so that every killed start below finds the store as the crash left it, its
+        // repair (cuts, re-dispatch) still to do.
+        let copy = dir.path().join("timing");
+        let cp = Command::new("cp")
+            .arg("-a")
+            .arg(&root)
+            .arg(&copy)
+            .status()
+            .expect("cp runs");
+        assert!(cp.success(), "copying the store: {cp}");
+        let copy_env = BrokerEnv::new(&copy).set("FLUSHDISKTYPE", "SYNC_FLUSH");
         let t0 = Instant::now();
-        let mut whole = Broker::start(&cleanup, &env);
+        let mut whole = Broker::start(&cleanup, &copy_env);
         let start_time = t0.elapsed();
         assert_abnormal_start(&whole);
         whole.signal(libc::SIGKILL);
@@ -1315,8 +1332,12 @@ fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
             .expect("the broker exits after SIGKILL");
 
         let mut kills = Vec::new();
+        let mut in_recovery = 0;
         for i in 0..RECOVERY_KILLS {
-            let delay = Duration::from_micros(rng.below(start_time.as_micros() as u64 + 1));
+            // Stratified: the i-th kill lands in the i-th tenth of the start, so every phase of
+            // it is hit whatever the seed.
+            let slice = start_time.as_micros() as u64 / RECOVERY_KILLS as u64;
+            let delay = Duration::from_micros(slice * i as u64 + rng.below(slice + 1));
             let mut b = Broker::spawn(&cleanup, &env);
             std::thread::sleep(delay);
             b.signal(libc::SIGKILL);
@@ -1335,12 +1356,21 @@ fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
                  take the normal path over an unrecovered store; its output:\n{}",
                 b.output()
             );
+            let out = b.output();
+            if out.contains(ABNORMAL_LOG) && !out.contains("broker started") {
+                in_recovery += 1;
+            }
             let last = b.tail(1);
             kills.push((
                 delay.as_millis(),
                 last.chars().take(100).collect::<String>(),
             ));
         }
+        assert!(
+            in_recovery > 0,
+            "no kill landed between the start of recovery and `broker started` (a whole start \
+             took {start_time:?}): {kills:#?}"
+        );
 
         let mut broker = Broker::start(&cleanup, &env);
         assert_abnormal_start(&broker);
@@ -1352,19 +1382,20 @@ fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
         broker.stop_cleanly();
         eprintln!(
             "{NAME}: seed {seed}, {acked} acked in {load_ms} ms over {cl_files} CommitLog files; \
-             a whole start took {start_time:?}; kills (ms into the start, its last log line): \
-             {kills:#?}"
+             a whole start took {start_time:?}; {in_recovery} of {RECOVERY_KILLS} kills during \
+             recovery; kills (ms into the start, its last log line): {kills:#?}"
         );
         assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
     });
 }
 
-/// Waits (at most [`WAIT_LIMIT`]) for the next datagram on the test's systemd notify socket.
+/// Waits (at most the socket's read timeout) for the next datagram on the test's systemd notify
+/// socket.
 fn next_notification(sock: &std::os::unix::net::UnixDatagram, b: &Broker) -> String {
     let mut buf = [0u8; 512];
     let n = sock.recv(&mut buf).unwrap_or_else(|e| {
         panic!(
-            "no systemd notification within {WAIT_LIMIT:?} ({e}); broker output:\n{}",
+            "no systemd notification in time ({e}); broker output:\n{}",
             b.tail(30)
         )
     });
@@ -1372,9 +1403,9 @@ fn next_notification(sock: &std::os::unix::net::UnixDatagram, b: &Broker) -> Str
 }
 
 /// systemd readiness (`Type=notify`; ECOSYSTEM T6): the broker says READY=1 only once recovery
-/// is done and it serves — after an abnormal stop too, where the first request made the moment
-/// READY arrives must already find every acknowledged message — and STOPPING=1 when SIGTERM
-/// comes, before its clean stop.
+/// is done and it serves — after an abnormal stop too, where each queue's max offset, asked once
+/// the moment READY arrives, must already cover every acknowledged message — and STOPPING=1 when
+/// SIGTERM comes, before its clean stop.
 #[test]
 fn systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm() {
     const NAME: &str = "systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm";
@@ -1385,7 +1416,7 @@ fn systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm() {
         let root = dir.path().join("store");
         let sock_path = dir.path().join("notify.sock");
         let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("notify socket");
-        sock.set_read_timeout(Some(WAIT_LIMIT)).expect("timeout");
+        sock.set_read_timeout(Some(START_LIMIT)).expect("timeout");
         let env = BrokerEnv::new(&root)
             .set("FLUSHDISKTYPE", "SYNC_FLUSH")
             .var(
@@ -1427,6 +1458,36 @@ fn systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm() {
             .find_map(|l| l.strip_prefix("STATUS=serving on "))
             .unwrap_or_else(|| panic!("READY=1 with the address in STATUS, got {ready:?}"))
             .to_string();
+        // Asked once each, at once: every acknowledged offset is already readable when READY
+        // comes (`verify` below would wait for stragglers).
+        let mut need: BTreeMap<i32, u64> = BTreeMap::new();
+        for a in ledger.acked.values() {
+            let n = need.entry(a.queue).or_default();
+            *n = (*n).max(a.offset + 1);
+        }
+        let served: BTreeMap<i32, u64> = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connects right after READY=1");
+            let mut m = BTreeMap::new();
+            for &q in need.keys() {
+                m.insert(q, max_offset(&client, q).await);
+            }
+            m
+        });
+        for (q, n) in &need {
+            assert!(
+                served[q] >= *n,
+                "queue {q}: max offset {} right after READY=1, but offset {} was acknowledged",
+                served[q],
+                n - 1
+            );
+        }
+        // The `broker started` line may still be in the pipe when READY arrives.
+        let deadline = Instant::now() + WAIT_LIMIT;
+        while !broker.output().contains("broker started") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_abnormal_start(&broker);
         let wire = rt.block_on(verify(
             &broker.addr,
@@ -1438,8 +1499,43 @@ fn systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm() {
         let stopping = next_notification(&sock, &broker);
         assert_eq!(stopping.trim_end(), "STOPPING=1", "at SIGTERM");
         broker.stop_cleanly();
-        eprintln!("{NAME}: seed {seed}, {acked} acked before the kill, all served after READY=1");
         assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+
+        // SIGTERM in the middle of an abnormal recovery (as `systemctl stop` during a long one):
+        // recovery finishes, then the broker stops cleanly, exit 0, no abort file — not the
+        // signal's default action, which would leave the store to be recovered again.
+        let mut broker = Broker::start(&cleanup, &env);
+        let _ = next_notification(&sock, &broker);
+        broker.signal(libc::SIGKILL);
+        broker
+            .wait_exit(WAIT_LIMIT)
+            .expect("the broker exits after SIGKILL");
+        let mut broker = Broker::spawn(&cleanup, &env);
+        let deadline = Instant::now() + START_LIMIT;
+        while !broker.output().contains(ABNORMAL_LOG) {
+            assert!(
+                Instant::now() < deadline && broker.poll_exit().is_none(),
+                "no abnormal start began: {}",
+                broker.tail(20)
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        broker.signal(libc::SIGTERM);
+        let during = !broker.output().contains("broker started");
+        let stopping = next_notification(&sock, &broker);
+        assert_eq!(
+            stopping.trim_end(),
+            "STOPPING=1",
+            "SIGTERM during recovery is answered with STOPPING=1, not READY=1"
+        );
+        broker.stop_cleanly();
+        let broker = Broker::start(&cleanup, &env);
+        assert_normal_start(&broker);
+        eprintln!(
+            "{NAME}: seed {seed}, {acked} acked before the kill, all served after READY=1; a \
+             SIGTERM sent {} `broker started` stopped cleanly",
+            if during { "before" } else { "after" }
+        );
     });
 }
 

@@ -162,25 +162,45 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// Waits for SIGINT or SIGTERM.
-async fn stop_signal() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; stopping"),
-        _ = term.recv() => tracing::info!("SIGTERM received; stopping"),
+/// SIGINT and SIGTERM, caught from [`StopSignals::install`] on: one that comes while the broker
+/// is still starting (recovering) is kept for when it has started, instead of killing the
+/// process with its default action mid-recovery.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> anyhow::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
     }
-    Ok(())
+
+    /// The next SIGINT or SIGTERM (cancel-safe).
+    async fn wait(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => tracing::info!("SIGINT received; stopping"),
+            _ = self.term.recv() => tracing::info!("SIGTERM received; stopping"),
+        }
+    }
 }
 
 fn run_namesrv(listen: std::net::SocketAddr) -> anyhow::Result<()> {
     use actormq::namesrv::{start_namesrv, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
     actix_rt::System::new().block_on(async move {
+        let mut signals = StopSignals::install()?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
         let ns = start_namesrv(listener, DEFAULT_SCAN_INTERVAL, DEFAULT_BROKER_EXPIRY).await;
-        systemd_notify(&[sd_notify::NotifyState::Ready]);
-        stop_signal().await?;
+        systemd_notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&format!("name server on {}", ns.local_addr)),
+        ]);
+        signals.wait().await;
         systemd_notify(&[sd_notify::NotifyState::Stopping]);
         ns.stop_accepting();
         Ok(())
@@ -229,21 +249,33 @@ fn run_broker(cli: BrokerCli) -> anyhow::Result<()> {
     let cfg = loaded.config;
     let namesrv_listen = cli.namesrv_listen;
     actix_rt::System::new().block_on(async move {
-        let broker = actormq::broker::start(
+        let mut signals = StopSignals::install()?;
+        let start = actormq::broker::start(
             cfg,
             BrokerOptions {
                 namesrv_listen,
                 ..Default::default()
             },
             Arc::new(SystemClock),
-        )
-        .await?;
-        // Only now: recovery is done, the port is open and the broker registered.
+        );
+        tokio::pin!(start);
+        let broker = tokio::select! {
+            b = &mut start => b?,
+            () = signals.wait() => {
+                // Recovery is not cut short (its next attempt would redo it); the stop that was
+                // asked for follows the start, so the next start takes the normal path.
+                tracing::info!("a stop was asked for while starting: stopping once started");
+                systemd_notify(&[sd_notify::NotifyState::Stopping]);
+                return start.await?.stop().await;
+            }
+        };
+        // Only now: recovery and its re-dispatch are done, the port is open, and registration
+        // with the name servers has been sent.
         systemd_notify(&[
             sd_notify::NotifyState::Ready,
             sd_notify::NotifyState::Status(&format!("serving on {}", broker.broker_addr)),
         ]);
-        stop_signal().await?;
+        signals.wait().await;
         systemd_notify(&[sd_notify::NotifyState::Stopping]);
         broker.stop().await
     })
