@@ -1290,18 +1290,8 @@ fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
         let mut ledger = Ledger::default();
 
         let mut broker = Broker::start(&cleanup, &env);
-        let pid = broker.pid;
         let load_ms = rng.range(1500, 2500);
-        let results = rt.block_on(load(&broker.addr, "t6", rng.next_u64(), async move {
-            tokio::time::sleep(Duration::from_millis(load_ms)).await;
-            // SAFETY: kill(2) on our running, unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            false
-        }));
-        let acked = ledger.record_all(results);
-        broker
-            .wait_exit(WAIT_LIMIT)
-            .expect("the broker exits after SIGKILL");
+        let acked = load_then_kill(&rt, &mut broker, &mut ledger, "t6", rng.next_u64(), load_ms);
         let cl_files = std::fs::read_dir(root.join("commitlog"))
             .expect("commitlog dir")
             .count();
@@ -1402,6 +1392,41 @@ fn next_notification(sock: &std::os::unix::net::UnixDatagram, b: &Broker) -> Str
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
+/// The address in a `READY=1` notification's `STATUS=serving on <addr>`.
+fn ready_address(ready: &str) -> String {
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+    ready
+        .lines()
+        .find_map(|l| l.strip_prefix("STATUS=serving on "))
+        .unwrap_or_else(|| panic!("READY=1 with the address in STATUS, got {ready:?}"))
+        .to_string()
+}
+
+/// A [`load`] of `ms` milliseconds cut by SIGKILL: records every outcome in `ledger`, waits for
+/// the process to exit, and returns how many were acknowledged.
+fn load_then_kill(
+    rt: &tokio::runtime::Runtime,
+    broker: &mut Broker,
+    ledger: &mut Ledger,
+    tag: &str,
+    seed: u64,
+    ms: u64,
+) -> usize {
+    let pid = broker.pid;
+    let results = rt.block_on(load(&broker.addr, tag, seed, async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        // SAFETY: kill(2) on our running, unreaped child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        false
+    }));
+    let acked = ledger.record_all(results);
+    let st = broker
+        .wait_exit(WAIT_LIMIT)
+        .expect("the broker exits after SIGKILL");
+    assert_eq!(st.signal(), Some(libc::SIGKILL), "{st}");
+    acked
+}
+
 /// systemd readiness (`Type=notify`; ECOSYSTEM T6): the broker says READY=1 only once recovery
 /// is done and it serves — after an abnormal stop too, where each queue's max offset, asked once
 /// the moment READY arrives, must already cover every acknowledged message — and STOPPING=1 when
@@ -1428,36 +1453,13 @@ fn systemd_hears_ready_only_once_recovery_is_done_and_stopping_at_sigterm() {
 
         // Ready from a fresh store, serving on the address it names.
         let mut broker = Broker::spawn(&cleanup, &env);
-        let ready = next_notification(&sock, &broker);
-        let addr = ready
-            .lines()
-            .find_map(|l| l.strip_prefix("STATUS=serving on "))
-            .unwrap_or_else(|| panic!("READY=1 with the address in STATUS, got {ready:?}"))
-            .to_string();
-        assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
-        broker.addr = addr;
+        broker.addr = ready_address(&next_notification(&sock, &broker));
         // A load cut by kill -9: the next start recovers abnormally.
-        let pid = broker.pid;
         let load_ms = rng.range(300, 800);
-        let results = rt.block_on(load(&broker.addr, "sd", rng.next_u64(), async move {
-            tokio::time::sleep(Duration::from_millis(load_ms)).await;
-            // SAFETY: kill(2) on our running, unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            false
-        }));
-        let acked = ledger.record_all(results);
-        broker
-            .wait_exit(WAIT_LIMIT)
-            .expect("the broker exits after SIGKILL");
+        let acked = load_then_kill(&rt, &mut broker, &mut ledger, "sd", rng.next_u64(), load_ms);
 
         let mut broker = Broker::spawn(&cleanup, &env);
-        let ready = next_notification(&sock, &broker);
-        assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
-        broker.addr = ready
-            .lines()
-            .find_map(|l| l.strip_prefix("STATUS=serving on "))
-            .unwrap_or_else(|| panic!("READY=1 with the address in STATUS, got {ready:?}"))
-            .to_string();
+        broker.addr = ready_address(&next_notification(&sock, &broker));
         // Asked once each, at once: every acknowledged offset is already readable when READY
         // comes (`verify` below would wait for stragglers).
         let mut need: BTreeMap<i32, u64> = BTreeMap::new();
