@@ -1071,6 +1071,65 @@ async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpo
     store.shutdown().await.unwrap();
 }
 
+/// messageIndexSafe: the checkpoint's index time names only *full* index files, as RocketMQ's
+/// `IndexService.flush` does — a clean stop must not raise it to the end of the file still being
+/// filled. Otherwise, after the next start appends to that file and crashes, abnormal recovery
+/// deletes the file (its end is now later than the checkpoint) but starts re-dispatching from the
+/// raised time, past the file's first keys, and they are gone from the index.
+#[actix::test]
+async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let tweak = |p: &mut StoreParams| {
+        p.commit_log_file_size = 64 << 10;
+        p.message_index_safe = true;
+    };
+    async fn put(store: &Store, i: u32) {
+        let m = msg("Safe", 0, &[7u8; 2000], &[(keys::KEYS, &format!("k{i}"))]);
+        store.put(m).await.unwrap();
+    }
+    // 100 messages over 10 s of store time, across several CommitLog files; a clean stop.
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        for i in 0..100u32 {
+            clock.advance_ms(100);
+            put(&store, i).await;
+        }
+        store.shutdown().await.unwrap();
+    }
+    let after_first_stop = std::fs::read(dir.path().join("checkpoint")).unwrap();
+    // The next run appends to the same index file, then crashes: on disk, its checkpoint still
+    // holds the index time the first stop wrote (an unfilled index file never changes it).
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        for i in 100..110u32 {
+            clock.advance_ms(100);
+            put(&store, i).await;
+        }
+        store.shutdown().await.unwrap();
+    }
+    let mut cp = std::fs::read(dir.path().join("checkpoint")).unwrap();
+    cp[16..24].copy_from_slice(&after_first_stop[16..24]);
+    std::fs::write(dir.path().join("checkpoint"), &cp).unwrap();
+
+    let mut p = StoreParams::for_tests(dir.path());
+    tweak(&mut p);
+    let store = Store::open_with(p, Arc::new(clock.clone()), None, true)
+        .await
+        .unwrap();
+    settle(&store).await;
+    let idx = store.index().unwrap();
+    let missing: Vec<u32> = (0..110u32)
+        .filter(|i| {
+            idx.query("Safe", &format!("k{i}"), 4, 0, i64::MAX)
+                .phy_offsets
+                .is_empty()
+        })
+        .collect();
+    assert_eq!(missing, Vec::<u32>::new(), "keys lost from the index");
+    store.shutdown().await.unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Write buffers (transientStorePoolEnable) and the untimed flusher
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,9 @@
 //! the next put fault again. After a crash, recovery rebuilds index entries newer than the
 //! checkpoint from the CommitLog.
 //!
+//! Invariant: the index time it publishes for the checkpoint is the end of the newest *full*
+//! flushed file (RocketMQ's `IndexService.flush`), never of the file still being filled.
+//!
 //! Invariant: ROLLBACK records are not indexed; replays are deduplicated by the index store.
 
 use actix::prelude::*;
@@ -112,7 +115,10 @@ impl Serve<FlushIndex> for IndexBuilder {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, _: FlushIndex, _: &mut Context<Metered<Self>>) -> Self::Reply {
         self.index.flush()?;
-        self.publish_flushed(Some(self.index.last_end_timestamp()));
+        // Full files only, even here: the file still being filled gets more entries after the
+        // next start, and a crash then deletes it (its end is newer than the checkpoint); with
+        // messageIndexSafe, recovery must then start no later than where that file began.
+        self.publish_flushed(self.index.full_files_end_timestamp());
         Ok(())
     }
 }
