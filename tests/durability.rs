@@ -305,7 +305,11 @@ impl Broker {
         cmd.args(["broker", "--namesrv-listen", "127.0.0.1:0"]);
         // Nothing from the test's own environment may change the broker's configuration.
         for (k, _) in std::env::vars() {
-            if k.starts_with("ACTORMQ_") || k == "NAMESRV_ADDR" || k == "NOTIFY_SOCKET" {
+            if k.starts_with("ACTORMQ_")
+                || k == "NAMESRV_ADDR"
+                || k == "NOTIFY_SOCKET"
+                || k == "FAILPOINTS"
+            {
                 cmd.env_remove(k);
             }
         }
@@ -1374,6 +1378,149 @@ fn kill_minus_9_during_recovery_loses_no_acknowledged_message() {
             "{NAME}: seed {seed}, {acked} acked in {load_ms} ms over {cl_files} CommitLog files; \
              a whole start took {start_time:?}; {in_recovery} of {RECOVERY_KILLS} kills during \
              recovery; kills (ms into the start, its last log line): {kills:#?}"
+        );
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+    });
+}
+
+/// `key=value` in a log line (the value up to the next space).
+fn log_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {key}="))? + key.len() + 2;
+    line[at..].split_whitespace().next()
+}
+
+/// The first log line of `b` containing `what`.
+fn log_line(b: &Broker, what: &str) -> Option<String> {
+    b.lines
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains(what))
+        .cloned()
+}
+
+/// T6, recovery progress (apache/rocketmq#9587): a start killed during recovery resumes from the
+/// last progress checkpoint instead of rescanning everything. A 6 s load cut by kill -9 fills
+/// many CommitLog files; the checkpoint is then zeroed (a crash before any checkpoint), so the
+/// first start must scan and re-dispatch all of them. A fail point holds that start right after
+/// its progress checkpoint at the boundary into the last file — inside recovery, before
+/// `broker started` — where it is killed. The next start must scan only from the file that
+/// checkpoint named (not the first: the load outlasts the checkpoint's 3 s margin), and serve
+/// every acknowledged message with ConsumeQueues that agree with the CommitLog.
+#[test]
+fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
+    const NAME: &str = "a_start_killed_during_recovery_resumes_from_its_progress_checkpoint";
+    const PROGRESS: &str = "recovery progress checkpointed";
+    bounded(NAME, Duration::from_secs(150), move |cleanup| {
+        let seed = seed_for(NAME);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root);
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let acked = load_then_kill(&rt, &mut broker, &mut ledger, "prog", rng.next_u64(), 6000);
+        // Files holding data: a record starts each of them (the allocator's next file is zeros).
+        let files = std::fs::read_dir(root.join("commitlog"))
+            .expect("commitlog dir")
+            .filter(|e| {
+                let mut head = [0u8; 4];
+                let path = e.as_ref().expect("dir entry").path();
+                std::fs::File::open(path)
+                    .and_then(|mut f| f.read_exact(&mut head))
+                    .is_ok()
+                    && head != [0; 4]
+            })
+            .count();
+        assert!(files >= 4, "the load filled {files} CommitLog files");
+        std::fs::write(root.join("checkpoint"), vec![0u8; 4096]).expect("zero the checkpoint");
+
+        // Progress checkpoints come at each file boundary dispatch passes, then at the end: the
+        // (files - 1)-th is the boundary into the last file.
+        let held = files - 1;
+        let first_env = env.clone().var(
+            "FAILPOINTS",
+            &format!("recovery-progress-checkpoint={}*off->pause", held - 1),
+        );
+        let mut first = Broker::spawn(&cleanup, &first_env);
+        let deadline = Instant::now() + START_LIMIT;
+        let last_progress = loop {
+            let progress: Vec<String> = first
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(PROGRESS))
+                .cloned()
+                .collect();
+            if progress.len() >= held {
+                break progress[held - 1].clone();
+            }
+            if let Some(st) = first.poll_exit() {
+                panic!("the first start exited ({st}):\n{}", first.output());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} of {held} progress checkpoints within {START_LIMIT:?}:\n{}",
+                progress.len(),
+                first.tail(40)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        // Give a start that ignored the fail point the chance to show it.
+        std::thread::sleep(Duration::from_millis(200));
+        first.signal(libc::SIGKILL);
+        first
+            .wait_exit(WAIT_LIMIT)
+            .expect("the first start exits after SIGKILL");
+        let out = first.output();
+        assert!(
+            out.contains(ABNORMAL_LOG) && !out.contains("broker started"),
+            "the first start must be held inside recovery:\n{out}"
+        );
+        let redispatch = log_line(&first, "dispatching CommitLog records").unwrap_or_default();
+        assert_eq!(
+            log_field(&redispatch, "from"),
+            Some("0"),
+            "with a zeroed checkpoint the first start re-dispatches from the first byte: {redispatch}"
+        );
+        assert_eq!(
+            out.matches(PROGRESS).count(),
+            held,
+            "held at its {held}-th progress checkpoint:\n{out}"
+        );
+        let next_start: usize = log_field(&last_progress, "next_start_file")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no next_start_file in {last_progress:?}"));
+        assert!(
+            next_start >= 1,
+            "after dispatching into the last of {files} files of a 6 s load, the checkpoint must \
+             move the next start past the first file: {last_progress}"
+        );
+        assert!(
+            root.join("abort").exists(),
+            "the killed start left the abort file"
+        );
+
+        let mut broker = Broker::start(&cleanup, &env);
+        assert_abnormal_start(&broker);
+        let recovered = log_line(&broker, "store recovered").expect("a `store recovered` line");
+        let scanned: usize = log_field(&recovered, "files_scanned")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no files_scanned in {recovered:?}"));
+        assert_eq!(
+            scanned,
+            files - next_start,
+            "the start after the killed one scans from file {next_start}, as its progress \
+             checkpoint said: {recovered}"
+        );
+        let wire = rt.block_on(verify(&broker.addr, &ledger, NAME));
+        broker.stop_cleanly();
+        eprintln!(
+            "{NAME}: seed {seed}, {acked} acked over {files} CommitLog files; held at progress \
+             checkpoint {held}: {last_progress}; the next start: {recovered}"
         );
         assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
     });

@@ -654,6 +654,15 @@ impl MappedFile {
     }
 }
 
+impl MappedFile {
+    /// `fdatasync` of the whole file, whatever the tracked flushed position says. For recovery:
+    /// a crashed process's bytes may still be dirty in the page cache, and the positions a
+    /// recovered file starts with only say where its data ends.
+    pub fn sync_data(&self) -> io::Result<()> {
+        self._file.sync_data()
+    }
+}
+
 impl std::os::fd::AsRawFd for MappedFile {
     /// The file's descriptor (diagnostics, and tests that inject I/O errors).
     fn as_raw_fd(&self) -> std::os::fd::RawFd {

@@ -126,6 +126,8 @@ pub async fn start(
         redispatched_bytes = store.report.redispatch_bytes,
         consume_queues = store.report.consume_queues,
         recovery_ms = store.report.recovery_ms,
+        scan_ms = store.report.scan_ms,
+        dispatch_ms = store.report.dispatch_ms,
         "store recovered"
     );
 

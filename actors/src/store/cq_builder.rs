@@ -4,8 +4,9 @@
 //! In: [`Dispatch`] `{from, to}` from the reput dispatcher: it walks those records itself through
 //! the CommitLog view (no per-record allocation crosses the mailbox) and appends a 20-byte unit for
 //! every non-transactional or committed record; a periodic flush tick; [`DeleteTopicQueues`] (a
-//! deleted topic); [`FlushConsumeQueues`] (clean stop). Out: the reply (done or an error), and the
-//! units become visible to readers through the ConsumeQueue table.
+//! deleted topic); [`FlushConsumeQueues`] (clean stop, and recovery's progress checkpoints: it
+//! replies with the store time of the newest unit the flush made durable). Out: the reply (done
+//! or an error), and the units become visible to readers through the ConsumeQueue table.
 //!
 //! After each flush that moved a queue's on-disk end, and before a deleted topic's directory goes,
 //! it rewrites the persisted queue table (`config/consumeQueueMaxOffsets.json`, see
@@ -32,9 +33,11 @@ use actormq_core::store::schedule::cq_tags_code;
 use super::reput::Dispatch;
 use crate::metered::{Metered, Serve, Service};
 
+/// Flush every ConsumeQueue now; the reply is the store time of the newest unit on disk after it
+/// (0 if this builder has dispatched nothing), what a checkpoint may call "logics".
 pub struct FlushConsumeQueues;
 impl Message for FlushConsumeQueues {
-    type Result = std::io::Result<()>;
+    type Result = std::io::Result<i64>;
 }
 
 pub struct ConsumeQueueBuilder {
@@ -49,6 +52,8 @@ pub struct ConsumeQueueBuilder {
     table_path: Option<std::path::PathBuf>,
     /// What the table file holds now, so an unchanged table is not rewritten.
     written: QueueMaxTable,
+    /// Store time of the newest unit dispatched (units go in CommitLog order).
+    dispatched_ts: i64,
 }
 
 /// Told, after each dispatched batch, which queues got new messages and their new max offsets
@@ -123,6 +128,7 @@ impl ConsumeQueueBuilder {
             state: None,
             table_path: None,
             written: QueueMaxTable::default(),
+            dispatched_ts: 0,
         }
     }
 }
@@ -197,9 +203,12 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
             }
         })
         .map_err(|e| e.to_string())?;
-        if let (Some(st), true) = (&self.state, last_ts > 0) {
-            st.logics_ts
-                .store(last_ts, std::sync::atomic::Ordering::Release);
+        if last_ts > 0 {
+            self.dispatched_ts = last_ts;
+            if let Some(st) = &self.state {
+                st.logics_ts
+                    .store(last_ts, std::sync::atomic::Ordering::Release);
+            }
         }
         if let (Some(hook), false) = (&self.on_arrival, touched.is_empty()) {
             let table = self.cqs.table();
@@ -245,8 +254,11 @@ impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
 }
 
 impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
-    type Reply = std::io::Result<()>;
+    type Reply = std::io::Result<i64>;
     fn serve(&mut self, _: FlushConsumeQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        self.flush(0)
+        // Every unit dispatched so far is in the mappings: the flush covers all of them.
+        let covered = self.dispatched_ts;
+        self.flush(0)?;
+        Ok(covered)
     }
 }

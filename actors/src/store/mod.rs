@@ -22,9 +22,10 @@
 //! every record a ConsumeQueue lacks → cut ConsumeQueue units beyond it → plan re-dispatch: from
 //! the ConsumeQueues' max physical offset, lowered to the first record they lack and to the end of
 //! any queue shorter than the persisted queue table says or with a hole (`queue_table`) → start
-//! builders and reput, wait until dispatch has caught up → seed the writer's queue-offset table
-//! from ConsumeQueue max offsets → start the flusher, the committer, the writer and schedule
-//! service.
+//! builders and reput, wait until dispatch has caught up (after an abnormal stop, checkpointing
+//! the progress at each CommitLog file boundary and at the end: `RecoveryProgress`) → seed the
+//! writer's queue-offset table from ConsumeQueue max offsets → start the flusher, the committer,
+//! the writer and schedule service.
 //! Stop order is the reverse: refuse appends, commit everything written (write buffers), wait for
 //! dispatch, persist the builders, and end with a final flush of every file.
 
@@ -51,7 +52,7 @@ use actormq_core::offset::PhyOffset;
 use actormq_core::store::commit_log::{AppendOk, CommitLog, CommitLogConfig, WriteBuffers};
 use actormq_core::store::consume_queue::ConsumeQueueStore;
 use actormq_core::store::index_file::{IndexReader, IndexStore};
-use actormq_core::store::mapped_file::Warm;
+use actormq_core::store::mapped_file::{MappedFile, Warm};
 use actormq_core::store::mapped_file_queue::MappedFileQueue;
 use actormq_core::store::queue_table::{self, QueueMaxTable, RedispatchScan};
 use actormq_core::store::reader::StoreReader;
@@ -237,7 +238,90 @@ pub struct OpenReport {
     pub redispatch_bytes: u64,
     pub truncated_reason: Option<String>,
     pub consume_queues: usize,
+    /// The whole open, and two of its phases: the CommitLog scan (CRC check and tail cut), and
+    /// waiting for dispatch to catch up with the recovered end.
     pub recovery_ms: u64,
+    pub scan_ms: u64,
+    pub dispatch_ms: u64,
+}
+
+/// Recovery's progress checkpoints (ECOSYSTEM T6, apache/rocketmq#9587). While dispatch catches up
+/// after an abnormal stop, the checkpoint is written each time dispatch passes a CommitLog file
+/// boundary and once it reaches the recovered end — after the recovered CommitLog files are
+/// `fdatasync`ed (once) and every ConsumeQueue is flushed — so that "physic" and "logics" only ever
+/// name durable data. A start killed after one then picks its start file from there instead of
+/// rescanning and re-dispatching everything the killed start already did. The index time is left
+/// alone: index files are only trusted up to the last full one (see `IndexStore`).
+struct RecoveryProgress {
+    /// The recovered files from the scan's start file on: what the first checkpoint syncs.
+    files: Vec<Arc<MappedFile>>,
+    /// Every CommitLog file, to report where the next abnormal start would begin.
+    all_files: Vec<Arc<MappedFile>>,
+    /// The next dispatch position to checkpoint at: a file boundary, or `end`; `u64::MAX` once
+    /// the end was checkpointed.
+    next: u64,
+    end: u64,
+    file_size: u64,
+    /// Store time of the last recovered record: once synced, the CommitLog is durable up to it.
+    physic_ts: i64,
+    index_safe: bool,
+    synced: bool,
+}
+
+/// The first CommitLog file boundary after `from`, or `end` if that comes first.
+fn next_boundary(from: u64, file_size: u64, end: u64) -> u64 {
+    ((from / file_size + 1) * file_size).min(end)
+}
+
+impl RecoveryProgress {
+    /// The position to checkpoint now, if dispatch has reached one; each boundary once, in order,
+    /// however far one dispatched batch went.
+    fn due(&mut self, dispatched: u64) -> Option<u64> {
+        if self.next == u64::MAX || dispatched < self.next {
+            return None;
+        }
+        let at = self.next;
+        self.next = if at >= self.end {
+            u64::MAX
+        } else {
+            next_boundary(at, self.file_size, self.end)
+        };
+        Some(at)
+    }
+
+    async fn checkpoint(
+        &mut self,
+        at: u64,
+        checkpoint: &mut Checkpoint,
+        cq_builder: &ActorRef<ConsumeQueueBuilder>,
+    ) -> std::io::Result<()> {
+        if !self.synced {
+            let files = self.files.clone();
+            tokio::task::spawn_blocking(move || files.iter().try_for_each(|f| f.sync_data()))
+                .await
+                .map_err(std::io::Error::other)??;
+            self.synced = true;
+        }
+        let logics = cq_builder
+            .send(FlushConsumeQueues)
+            .await
+            .map_err(std::io::Error::other)??;
+        let before = checkpoint.data();
+        checkpoint.set_physic_msg_timestamp(before.physic_msg_timestamp.max(self.physic_ts));
+        checkpoint.set_logics_msg_timestamp(before.logics_msg_timestamp.max(logics));
+        checkpoint.flush().map_err(std::io::Error::other)?;
+        let min_ts = abnormal_recovery_min_timestamp(&checkpoint.data(), self.index_safe);
+        let next_start_file = abnormal_recovery_start_file(&self.all_files, min_ts);
+        tracing::info!(
+            dispatched = at,
+            end = self.end,
+            physic_ts = checkpoint.physic_msg_timestamp(),
+            logics_ts = checkpoint.logics_msg_timestamp(),
+            next_start_file,
+            "recovery progress checkpointed"
+        );
+        Ok(())
+    }
 }
 
 /// The broker's handle on a running store.
@@ -318,7 +402,7 @@ impl Store {
             warm: Warm::No,
         };
         let state = Arc::new(StoreState::default());
-        let checkpoint =
+        let mut checkpoint =
             Checkpoint::open(&params.root.join("checkpoint")).map_err(std::io::Error::other)?;
         let mut log = CommitLog::new(cl_cfg, files);
         // Normal recovery starts at the third-last file; abnormal recovery (the abort file was
@@ -342,9 +426,13 @@ impl Store {
             QueueMaxTable::default()
         });
         let mut scan = RedispatchScan::new(&cqs, &persisted);
+        let scan_started = std::time::Instant::now();
+        let mut scan_last_ts = 0i64;
         let rec = log.recover(params.check_crc_on_recover, start_file, |phy, r| {
+            scan_last_ts = r.store_timestamp;
             scan.observe(phy, r)
         })?;
+        let scan_ms = scan_started.elapsed().as_millis() as u64;
         if let Some(reason) = &rec.truncated_reason {
             tracing::warn!(end = rec.end.0, %reason, "CommitLog recovery cut a corrupt tail");
         }
@@ -447,9 +535,40 @@ impl Store {
             ),
         );
         arbiters.push(reput_arb);
-        // Dispatch catches up with the recovered CommitLog before anyone can append or read.
+        // Dispatch catches up with the recovered CommitLog before anyone can append or read. After
+        // an abnormal stop, every CommitLog file boundary dispatch passes, and its end, is
+        // checkpointed: a start killed during this wait resumes from there (ECOSYSTEM T6).
+        let dispatch_started = std::time::Instant::now();
+        let mut progress = (abnormal && reput_from < rec.end.0).then(|| {
+            let files = log.files().files();
+            RecoveryProgress {
+                files: files[start_file.unwrap_or(0).min(files.len())..].to_vec(),
+                all_files: files.to_vec(),
+                next: next_boundary(reput_from, params.commit_log_file_size, rec.end.0),
+                end: rec.end.0,
+                file_size: params.commit_log_file_size,
+                physic_ts: scan_last_ts,
+                index_safe: params.message_index_safe,
+                synced: false,
+            }
+        });
         let mut waited = 0u32;
-        while state.dispatched.load(Ordering::Acquire) < rec.end.0 {
+        loop {
+            let dispatched = state.dispatched.load(Ordering::Acquire);
+            if let Some(p) = progress.as_mut() {
+                if let Some(at) = p.due(dispatched) {
+                    if let Err(e) = p.checkpoint(at, &mut checkpoint, &cq_builder).await {
+                        tracing::error!(error = %e, "recovery progress checkpoint failed; a start \
+                            interrupted from here on scans from where this one did");
+                        progress = None;
+                    }
+                    fail::fail_point!("recovery-progress-checkpoint");
+                    continue;
+                }
+            }
+            if dispatched >= rec.end.0 {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(1)).await;
             waited += 1;
             if waited % 10_000 == 0 {
@@ -460,6 +579,7 @@ impl Store {
                 );
             }
         }
+        let dispatch_ms = dispatch_started.elapsed().as_millis() as u64;
 
         // A rebuilt queue still short of its table entry lost records from the CommitLog too
         // (a power loss under ASYNC_FLUSH, retention): nothing more can be brought back.
@@ -671,6 +791,8 @@ impl Store {
             truncated_reason: rec.truncated_reason,
             consume_queues,
             recovery_ms: started.elapsed().as_millis() as u64,
+            scan_ms,
+            dispatch_ms,
         };
         Ok(Store {
             params,
@@ -931,3 +1053,47 @@ fn unavailable(e: MailboxError) -> PutError {
     )
 }
 pub mod state;
+
+#[cfg(test)]
+mod progress_tests {
+    use super::*;
+
+    fn progress(from: u64, end: u64, file_size: u64) -> RecoveryProgress {
+        RecoveryProgress {
+            files: Vec::new(),
+            all_files: Vec::new(),
+            next: next_boundary(from, file_size, end),
+            end,
+            file_size,
+            physic_ts: 0,
+            index_safe: false,
+            synced: false,
+        }
+    }
+
+    /// Every boundary after the start and the end, once each and in order, however far a single
+    /// dispatched batch jumps.
+    #[test]
+    fn progress_is_checkpointed_at_each_boundary_and_at_the_end() {
+        let mut p = progress(150, 1_000, 100);
+        assert_eq!(p.due(199), None);
+        assert_eq!(p.due(200), Some(200));
+        assert_eq!(p.due(200), None);
+        // One batch went from 200 to the end: the boundaries it passed come one call at a time.
+        let mut seen = Vec::new();
+        while let Some(at) = p.due(1_000) {
+            seen.push(at);
+        }
+        assert_eq!(seen, [300, 400, 500, 600, 700, 800, 900, 1_000]);
+        assert_eq!(p.due(u64::MAX - 1), None, "nothing after the end");
+
+        // An end on a boundary is checkpointed once; a start on a boundary is not progress.
+        let mut p = progress(200, 400, 100);
+        let seen: Vec<u64> = std::iter::from_fn(|| p.due(400)).collect();
+        assert_eq!(seen, [300, 400]);
+        let mut p = progress(0, 50, 100);
+        assert_eq!(p.due(49), None);
+        assert_eq!(p.due(50), Some(50));
+        assert_eq!(p.due(50), None);
+    }
+}
