@@ -595,6 +595,8 @@ struct Ack {
     queue: i32,
     offset: u64,
     msg_id: String,
+    /// When the reply arrived (T2b bounds losses by it).
+    at: Instant,
 }
 
 #[derive(Debug)]
@@ -618,6 +620,7 @@ fn outcome(reply: Result<RemotingCommand, ClientError>) -> Outcome {
                 queue: field("queueId").parse().expect("numeric queueId"),
                 offset: field("queueOffset").parse().expect("numeric queueOffset"),
                 msg_id: field("msgId"),
+                at: Instant::now(),
             })
         }
         Ok(r) => Outcome::Code(r.code, r.remark.clone().unwrap_or_default()),
@@ -1266,6 +1269,174 @@ fn kill_minus_9_under_async_flush_loses_no_acknowledged_message() {
         "kill_minus_9_under_async_flush_loses_no_acknowledged_message",
         "ASYNC_FLUSH",
     );
+}
+
+/// Kill -9 cycles for T2b: [`KILLS_T2B`] loads of 800–1500 ms under ASYNC_FLUSH with write
+/// buffers, each cut by kill -9 (longer than the loss window, so an old loss cannot hide).
+const KILLS_T2B: usize = 8;
+
+/// Slack on top of `commitIntervalCommitLog` for T2b's loss window: the committer's tick, its
+/// `pwrite`, and the reply's trip to the client all fall inside it. A loss older than that means
+/// a message sat uncommitted in a write buffer for far longer than the committer allows. (The
+/// writer wakes the committer after its appends: losses seen here were acknowledged at most a few
+/// milliseconds before the kill.)
+const T2B_SLACK: Duration = Duration::from_millis(300);
+
+/// T2b (ECOSYSTEM B): ASYNC_FLUSH with write buffers (`transientStorePoolEnable`). SEND_OK means
+/// written into a buffer, so kill -9 may lose acknowledged messages: those the committer had not
+/// yet copied into the files. The test measures them. Each cycle, every acknowledged message must
+/// be present unless it was acknowledged within `commitIntervalCommitLog` (200 ms) plus
+/// [`T2B_SLACK`] of the kill. In every queue the lost ones must form a suffix: nothing present
+/// after a hole. The lost are then dropped from the ledger, since their queue offsets are given
+/// to new messages after the restart. At the end the ConsumeQueues must agree with the CommitLog.
+#[test]
+fn kill_minus_9_with_async_write_buffers_loses_only_the_last_uncommitted_acknowledgements() {
+    const NAME: &str =
+        "kill_minus_9_with_async_write_buffers_loses_only_the_last_uncommitted_acknowledgements";
+    bounded(NAME, Duration::from_secs(150), move |cleanup| {
+        let seed = seed_for(NAME);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root)
+            .set("FLUSHDISKTYPE", "ASYNC_FLUSH")
+            .set("TRANSIENTSTOREPOOLENABLE", "true")
+            .set("TRANSIENTSTOREPOOLSIZE", "2")
+            .set("MAPPEDFILESIZECOMMITLOG", "1048576");
+        let window = Duration::from_millis(200) + T2B_SLACK;
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let mut broker = Broker::start(&cleanup, &env);
+        assert!(
+            broker.output().contains("write buffers on"),
+            "the broker uses its write buffers:\n{}",
+            broker.tail(20)
+        );
+        let mut report = Vec::new();
+        let mut wire = BTreeMap::new();
+        for cycle in 0..KILLS_T2B {
+            let delay = Duration::from_millis(rng.range(800, 1500));
+            let pid = broker.pid;
+            let killed_at = Arc::new(Mutex::new(None));
+            let k = killed_at.clone();
+            let results = rt.block_on(load(
+                &broker.addr,
+                &format!("b{cycle}"),
+                rng.next_u64(),
+                async move {
+                    tokio::time::sleep(delay).await;
+                    *k.lock().unwrap() = Some(Instant::now());
+                    // SAFETY: kill(2) on our running, unreaped child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    false
+                },
+            ));
+            let killed_at = killed_at.lock().unwrap().expect("the kill ran");
+            let acked = ledger.record_all(results);
+            let st = broker
+                .wait_exit(WAIT_LIMIT)
+                .expect("the broker exits after SIGKILL");
+            assert_eq!(st.signal(), Some(libc::SIGKILL), "cycle {cycle}: {st}");
+            broker = Broker::start(&cleanup, &env);
+            assert_abnormal_start(&broker);
+            let (lost, oldest) = rt.block_on(settle_losses(
+                &broker.addr,
+                &mut ledger,
+                killed_at,
+                window,
+                &format!("{NAME} cycle {cycle}"),
+            ));
+            report.push((acked, lost, oldest.map(|d| d.as_millis())));
+            if cycle + 1 == KILLS_T2B {
+                wire = rt.block_on(verify(&broker.addr, &ledger, NAME));
+            }
+        }
+        broker.stop_cleanly();
+        eprintln!(
+            "{NAME}: seed {seed}; per cycle (acknowledged, lost, oldest lost ack before the kill \
+             in ms): {report:?}"
+        );
+        assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
+    });
+}
+
+/// T2b's check after a restart: reads every queue, and for each acknowledged message not present
+/// asserts it was acknowledged within `window` of `killed_at` and that no acknowledged message of
+/// its queue is present after it (losses are a suffix per queue); present ones must be where they
+/// were acknowledged. The lost are removed from `ledger` (their offsets are free again). Returns
+/// how many were lost and how long before the kill the oldest of them was acknowledged.
+async fn settle_losses(
+    addr: &str,
+    ledger: &mut Ledger,
+    killed_at: Instant,
+    window: Duration,
+    what: &str,
+) -> (usize, Option<Duration>) {
+    let client = RemotingClient::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: checker connects to {addr}: {e}"));
+    let mut present: HashMap<String, (i32, u64)> = HashMap::new();
+    for q in 0..QUEUES {
+        for p in read_queue(&client, q, 0).await {
+            assert!(
+                ledger.sent.contains(&p.key),
+                "{what}: q{q}@{} holds {:?}, which was never sent (phantom)",
+                p.offset,
+                p.key
+            );
+            present.insert(p.key, (q, p.offset));
+        }
+    }
+    let mut lost: Vec<(String, Ack)> = ledger
+        .acked
+        .iter()
+        .filter(|(k, _)| !present.contains_key(*k))
+        .map(|(k, a)| (k.clone(), a.clone()))
+        .collect();
+    lost.sort_by_key(|(_, a)| (a.queue, a.offset));
+    for (k, a) in ledger
+        .acked
+        .iter()
+        .filter(|(k, _)| present.contains_key(*k))
+    {
+        assert_eq!(
+            present[k],
+            (a.queue, a.offset),
+            "{what}: {k} read back elsewhere than acknowledged"
+        );
+    }
+    let mut oldest = None;
+    for (k, a) in &lost {
+        let age = killed_at.saturating_duration_since(a.at);
+        assert!(
+            age <= window,
+            "{what}: {k} (q{}@{}) was acknowledged {age:?} before the kill and is lost: only the \
+             last {window:?} of acknowledgements may be",
+            a.queue,
+            a.offset
+        );
+        oldest = oldest.max(Some(age));
+        let later_present = ledger
+            .acked
+            .iter()
+            .filter(|(k2, b)| {
+                b.queue == a.queue && b.offset > a.offset && present.contains_key(*k2)
+            })
+            .map(|(k2, b)| format!("{k2}@{}", b.offset))
+            .next();
+        assert!(
+            later_present.is_none(),
+            "{what}: q{}: {k}@{} lost while {} is present — a hole, not a suffix",
+            a.queue,
+            a.offset,
+            later_present.unwrap_or_default()
+        );
+    }
+    for (k, a) in &lost {
+        ledger.acked.remove(k);
+        ledger.slots.remove(&(a.queue, a.offset));
+    }
+    (lost.len(), oldest)
 }
 
 /// Starts of the recovery test ([`kill_minus_9_during_recovery_loses_no_acknowledged_message`])
