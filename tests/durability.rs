@@ -1571,13 +1571,14 @@ fn log_line(b: &Broker, what: &str) -> Option<String> {
 }
 
 /// T6, recovery progress (apache/rocketmq#9587): a start killed during recovery resumes from the
-/// last progress checkpoint instead of rescanning everything. A 6 s load cut by kill -9 fills
-/// many CommitLog files; the checkpoint is then zeroed (a crash before any checkpoint), so the
-/// first start must scan and re-dispatch all of them. A fail point holds that start right after
-/// its progress checkpoint at the boundary into the last file — inside recovery, before
-/// `broker started` — where it is killed. The next start must scan only from the file that
-/// checkpoint named (not the first: the load outlasts the checkpoint's 3 s margin), and serve
-/// every acknowledged message with ConsumeQueues that agree with the CommitLog.
+/// last progress checkpoint instead of rescanning everything. Two loads 4 s apart — the gap
+/// longer than the checkpoint's 3 s margin, so progress into the second can move the start past
+/// the files of the first — the second cut by kill -9; the checkpoint is then zeroed (a crash
+/// before any checkpoint), so the first start must scan and re-dispatch every file. A fail point
+/// holds that start right after its progress checkpoint at the boundary into the last file —
+/// inside recovery, before `broker started` — where it is killed. The next start must scan only
+/// from the file that checkpoint named, and serve every acknowledged message with ConsumeQueues
+/// that agree with the CommitLog.
 #[test]
 fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
     const NAME: &str = "a_start_killed_during_recovery_resumes_from_its_progress_checkpoint";
@@ -1592,7 +1593,13 @@ fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
         let mut ledger = Ledger::default();
 
         let mut broker = Broker::start(&cleanup, &env);
-        let acked = load_then_kill(&rt, &mut broker, &mut ledger, "prog", rng.next_u64(), 6000);
+        let early = rt.block_on(load(&broker.addr, "early", rng.next_u64(), async {
+            tokio::time::sleep(Duration::from_millis(3000)).await;
+            true
+        }));
+        let mut acked = ledger.record_all(early);
+        std::thread::sleep(Duration::from_millis(4000));
+        acked += load_then_kill(&rt, &mut broker, &mut ledger, "late", rng.next_u64(), 2000);
         // Files holding data: a record starts each of them (the allocator's next file is zeros).
         let files = std::fs::read_dir(root.join("commitlog"))
             .expect("commitlog dir")
@@ -1667,8 +1674,8 @@ fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
             .unwrap_or_else(|| panic!("no next_start_file in {last_progress:?}"));
         assert!(
             next_start >= 1,
-            "after dispatching into the last of {files} files of a 6 s load, the checkpoint must \
-             move the next start past the first file: {last_progress}"
+            "after dispatching into the last of {files} files, 4 s after the first load, the \
+             checkpoint must move the next start past the first file: {last_progress}"
         );
         assert!(
             root.join("abort").exists(),
@@ -1678,12 +1685,12 @@ fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
         let mut broker = Broker::start(&cleanup, &env);
         assert_abnormal_start(&broker);
         let recovered = log_line(&broker, "store recovered").expect("a `store recovered` line");
-        let scanned: usize = log_field(&recovered, "files_scanned")
+        let scan_from: u64 = log_field(&recovered, "scan_from")
             .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no files_scanned in {recovered:?}"));
+            .unwrap_or_else(|| panic!("no scan_from in {recovered:?}"));
         assert_eq!(
-            scanned,
-            files - next_start,
+            scan_from,
+            next_start as u64 * CL_FILE_SIZE,
             "the start after the killed one scans from file {next_start}, as its progress \
              checkpoint said: {recovered}"
         );

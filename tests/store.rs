@@ -1098,6 +1098,7 @@ async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
         store.shutdown().await.unwrap();
     }
     let after_first_stop = std::fs::read(dir.path().join("checkpoint")).unwrap();
+
     // The next run appends to the same index file, then crashes: on disk, its checkpoint still
     // holds the index time the first stop wrote (an unfilled index file never changes it).
     {
@@ -1128,6 +1129,41 @@ async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
         .collect();
     assert_eq!(missing, Vec::<u32>::new(), "keys lost from the index");
     store.shutdown().await.unwrap();
+}
+
+/// The other half of the rule above: once index files fill, a clean stop writes the end time of
+/// the newest *full* one (read back from its header) as the checkpoint's index time.
+#[actix::test]
+async fn a_clean_stop_checkpoints_the_end_of_the_newest_full_index_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| p.max_index_num = 40).await;
+    for i in 0..100u32 {
+        clock.advance_ms(100);
+        let m = msg("Full", 0, b"x", &[(keys::KEYS, &format!("k{i}"))]);
+        store.put(m).await.unwrap();
+    }
+    store.shutdown().await.unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "index files rolled: {files:?}");
+    // IndexHeader: beginTimestamp, endTimestamp, ... (big-endian).
+    let end_of = |path: &std::path::Path| {
+        let b = std::fs::read(path).unwrap();
+        i64::from_be_bytes(b[8..16].try_into().unwrap())
+    };
+    let newest_full = end_of(&files[files.len() - 2]);
+    let unfilled = end_of(&files[files.len() - 1]);
+    assert!(newest_full < unfilled);
+    let cp = std::fs::read(dir.path().join("checkpoint")).unwrap();
+    assert_eq!(
+        i64::from_be_bytes(cp[16..24].try_into().unwrap()),
+        newest_full,
+        "indexMsgTimestamp: the newest full file's end, not the unfilled file's"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -88,8 +88,10 @@ enum BenchCommand {
 
 /// Fail points (the `fail` crate) named in `FAILPOINTS`, as `name=actions;name=actions`: how the
 /// crash tests stop a broker at an exact point of its recovery, e.g.
-/// `FAILPOINTS=recovery-progress-checkpoint=2*off->pause`. Unset in production; a malformed
-/// value is refused at start rather than ignored.
+/// `FAILPOINTS=recovery-progress-checkpoint=2*off->pause`. For tests only: `pause` and `sleep`
+/// block the thread that reaches the point (for `recovery-progress-checkpoint`, the system thread
+/// that also handles signals), and `return` is not supported there (it panics). Unset in
+/// production; a malformed value is refused at start rather than ignored.
 fn configure_fail_points() -> anyhow::Result<()> {
     let Ok(spec) = std::env::var("FAILPOINTS") else {
         return Ok(());

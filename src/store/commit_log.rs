@@ -541,6 +541,7 @@ impl CommitLog {
             .unwrap_or(files.len().saturating_sub(3))
             .min(files.len() - 1);
         let mut process = files[start].file_from_offset();
+        report.scan_from = process;
         'files: for (i, f) in files.iter().enumerate().skip(start) {
             let size = f.file_size();
             let mut pos = 0u64;
@@ -619,6 +620,8 @@ fn ring_room(f: &MappedFile, pos: u64, len: u64) -> Result<(), PutError> {
 /// What recovery found.
 #[derive(Clone, Debug, Default)]
 pub struct RecoveryReport {
+    /// Where the scan started: the first byte of its first file.
+    pub scan_from: u64,
     pub end: PhyOffset,
     pub records: u64,
     pub files_scanned: u64,

@@ -428,6 +428,18 @@ impl ConsumeQueueStore {
         Ok(on_disk)
     }
 
+    /// `fdatasync` of every ConsumeQueue file, whatever the tracked flushed positions say. For
+    /// recovery: units a crashed process wrote may still be dirty in the page cache, and a loaded
+    /// file counts as flushed to its end, so [`ConsumeQueueStore::flush`] would not write them.
+    pub fn sync_all(&self) -> io::Result<()> {
+        for q in self.queues() {
+            for f in q.files.files().iter() {
+                f.sync_data()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Every queue, in no particular order.
     pub fn queues(&self) -> impl Iterator<Item = &ConsumeQueue> {
         self.queues.values().flat_map(|m| m.values())

@@ -109,6 +109,17 @@ impl QueueMaxTable {
         }
         self
     }
+    /// This table with every queue of `floor` raised to at least its value there (tombstones
+    /// are this table's): what a rebuild still under way must keep claiming.
+    pub fn raised_to(mut self, floor: &QueueMaxTable) -> QueueMaxTable {
+        for (topic, q, max) in floor.iter() {
+            if self.get(topic, q).is_none_or(|now| now < max) {
+                self.insert(topic, q, max);
+            }
+        }
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.topics.is_empty() && self.deleted.is_empty()
     }

@@ -120,6 +120,7 @@ pub async fn start(
         store = %root.display(),
         previous_run = if store.report.abnormal { "crashed" } else { "stopped cleanly" },
         commit_log_end = store.report.commit_log_end,
+        scan_from = store.report.scan_from,
         files_scanned = store.report.files_scanned,
         records_scanned = store.report.records_scanned,
         cut = store.report.truncated_reason.as_deref().unwrap_or("none"),

@@ -34,8 +34,12 @@ use super::reput::Dispatch;
 use crate::metered::{Metered, Serve, Service};
 
 /// Flush every ConsumeQueue now; the reply is the store time of the newest unit on disk after it
-/// (0 if this builder has dispatched nothing), what a checkpoint may call "logics".
-pub struct FlushConsumeQueues;
+/// (0 if this builder has dispatched nothing), what a checkpoint may call "logics". With
+/// `sync_all`, every file is also `fdatasync`ed whatever its flushed position says (recovery:
+/// units a crashed process left in the page cache are skipped as duplicates, yet counted).
+pub struct FlushConsumeQueues {
+    pub sync_all: bool,
+}
 impl Message for FlushConsumeQueues {
     type Result = std::io::Result<i64>;
 }
@@ -54,6 +58,16 @@ pub struct ConsumeQueueBuilder {
     written: QueueMaxTable,
     /// Store time of the newest unit dispatched (units go in CommitLog order).
     dispatched_ts: i64,
+    /// While recovery rebuilds queues: the persisted table it started from. A table written
+    /// meanwhile keeps each queue at least there, so a start killed mid-rebuild still sees which
+    /// queues are short. Lifted by [`RecoveryDone`].
+    floor: Option<QueueMaxTable>,
+}
+
+/// Recovery's re-dispatch is complete: the queue table may name what is on disk again.
+pub struct RecoveryDone;
+impl Message for RecoveryDone {
+    type Result = ();
 }
 
 /// Told, after each dispatched batch, which queues got new messages and their new max offsets
@@ -86,11 +100,21 @@ impl ConsumeQueueBuilder {
     /// changed. The table is written only after the flush it describes, so it stays a lower
     /// bound of the files' content even across a power loss.
     fn flush(&mut self, least_pages: u64) -> std::io::Result<()> {
-        let on_disk = self
+        let mut on_disk = self
             .cqs
             .flush(least_pages)?
             .with_tombstones_of(&self.written);
+        if let Some(floor) = &self.floor {
+            on_disk = on_disk.raised_to(floor);
+        }
         self.write_table(on_disk)
+    }
+
+    /// Holds the persisted table at least at `floor` until [`RecoveryDone`] (queues being
+    /// rebuilt).
+    pub fn with_table_floor(mut self, floor: QueueMaxTable) -> Self {
+        self.floor = Some(floor);
+        self
     }
 
     /// Makes `table` the current one: written to the file (if kept and changed), and its
@@ -129,6 +153,7 @@ impl ConsumeQueueBuilder {
             table_path: None,
             written: QueueMaxTable::default(),
             dispatched_ts: 0,
+            floor: None,
         }
     }
 }
@@ -255,10 +280,20 @@ impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
 
 impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
     type Reply = std::io::Result<i64>;
-    fn serve(&mut self, _: FlushConsumeQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
+    fn serve(&mut self, m: FlushConsumeQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
         // Every unit dispatched so far is in the mappings: the flush covers all of them.
         let covered = self.dispatched_ts;
         self.flush(0)?;
+        if m.sync_all {
+            self.cqs.sync_all()?;
+        }
         Ok(covered)
+    }
+}
+
+impl Serve<RecoveryDone> for ConsumeQueueBuilder {
+    type Reply = ();
+    fn serve(&mut self, _: RecoveryDone, _: &mut Context<Metered<Self>>) {
+        self.floor = None;
     }
 }

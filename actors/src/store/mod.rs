@@ -232,6 +232,8 @@ pub struct OpenReport {
     /// The abort file was there: the previous run did not stop cleanly.
     pub abnormal: bool,
     pub commit_log_end: u64,
+    /// The CommitLog offset the scan started at (a file's first byte).
+    pub scan_from: u64,
     pub files_scanned: u64,
     pub records_scanned: u64,
     /// CommitLog bytes handed to dispatch again (ConsumeQueue and index rebuilt from them).
@@ -239,7 +241,9 @@ pub struct OpenReport {
     pub truncated_reason: Option<String>,
     pub consume_queues: usize,
     /// The whole open, and two of its phases: the CommitLog scan (CRC check and tail cut), and
-    /// waiting for dispatch to catch up with the recovered end.
+    /// waiting for dispatch to catch up with the recovered end (after an abnormal stop this
+    /// includes the progress checkpoints, the first of which syncs every recovered CommitLog and
+    /// ConsumeQueue file).
     pub recovery_ms: u64,
     pub scan_ms: u64,
     pub dispatch_ms: u64,
@@ -289,27 +293,59 @@ impl RecoveryProgress {
         Some(at)
     }
 
+    /// An error syncing the CommitLog or flushing the ConsumeQueues is the open's error: Linux
+    /// reports a write-back error once, so the store must not go on believing that data durable.
+    /// A failed write of the checkpoint file itself only costs the progress; it is logged.
     async fn checkpoint(
         &mut self,
         at: u64,
         checkpoint: &mut Checkpoint,
         cq_builder: &ActorRef<ConsumeQueueBuilder>,
+        state: &StoreState,
     ) -> std::io::Result<()> {
-        if !self.synced {
+        let first = !self.synced;
+        if first {
             let files = self.files.clone();
-            tokio::task::spawn_blocking(move || files.iter().try_for_each(|f| f.sync_data()))
-                .await
-                .map_err(std::io::Error::other)??;
-            self.synced = true;
-        }
-        let logics = cq_builder
-            .send(FlushConsumeQueues)
+            tokio::task::spawn_blocking(move || {
+                files.iter().try_for_each(|f| {
+                    f.sync_data().map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!(
+                                "recovery: syncing CommitLog file {} failed: {e}",
+                                f.path().display()
+                            ),
+                        )
+                    })
+                })
+            })
             .await
             .map_err(std::io::Error::other)??;
+            self.synced = true;
+        }
+        // The first time, every ConsumeQueue file is synced too: units the crashed process left in
+        // the page cache are skipped as duplicates by re-dispatch, yet count as dispatched.
+        let logics = cq_builder
+            .send(FlushConsumeQueues { sync_all: first })
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("recovery: flushing the ConsumeQueues failed: {e}"),
+                )
+            })?;
         let before = checkpoint.data();
         checkpoint.set_physic_msg_timestamp(before.physic_msg_timestamp.max(self.physic_ts));
         checkpoint.set_logics_msg_timestamp(before.logics_msg_timestamp.max(logics));
-        checkpoint.flush().map_err(std::io::Error::other)?;
+        // Full index files flushed meanwhile (the index builder publishes only those).
+        let index = state.index_ts.load(Ordering::Acquire);
+        checkpoint.set_index_msg_timestamp(before.index_msg_timestamp.max(index));
+        if let Err(e) = checkpoint.flush() {
+            tracing::error!(error = %e, "recovery progress checkpoint not written; a start \
+                interrupted from here on starts where this one did");
+            return Ok(());
+        }
         let min_ts = abnormal_recovery_min_timestamp(&checkpoint.data(), self.index_safe);
         let next_start_file = abnormal_recovery_start_file(&self.all_files, min_ts);
         tracing::info!(
@@ -505,7 +541,10 @@ impl Store {
             )
             .with_arrival_hook(on_arrival)
             .with_state(state.clone())
-            .with_queue_table(table_path, persisted.clone()),
+            .with_queue_table(table_path, persisted.clone())
+            // Until re-dispatch is done, a table written must not forget that a queue being
+            // rebuilt is short (a start killed mid-rebuild would not rebuild it again).
+            .with_table_floor(persisted.clone()),
         );
         arbiters.push(cq_arb);
         let index_builder = match index_store {
@@ -557,11 +596,8 @@ impl Store {
             let dispatched = state.dispatched.load(Ordering::Acquire);
             if let Some(p) = progress.as_mut() {
                 if let Some(at) = p.due(dispatched) {
-                    if let Err(e) = p.checkpoint(at, &mut checkpoint, &cq_builder).await {
-                        tracing::error!(error = %e, "recovery progress checkpoint failed; a start \
-                            interrupted from here on scans from where this one did");
-                        progress = None;
-                    }
+                    p.checkpoint(at, &mut checkpoint, &cq_builder, &state)
+                        .await?;
                     fail::fail_point!("recovery-progress-checkpoint");
                     continue;
                 }
@@ -580,6 +616,10 @@ impl Store {
             }
         }
         let dispatch_ms = dispatch_started.elapsed().as_millis() as u64;
+        cq_builder
+            .send(cq_builder::RecoveryDone)
+            .await
+            .map_err(std::io::Error::other)?;
 
         // A rebuilt queue still short of its table entry lost records from the CommitLog too
         // (a power loss under ASYNC_FLUSH, retention): nothing more can be brought back.
@@ -785,6 +825,7 @@ impl Store {
         let report = OpenReport {
             abnormal,
             commit_log_end: rec.end.0,
+            scan_from: rec.scan_from,
             files_scanned: rec.files_scanned,
             records_scanned: rec.records,
             redispatch_bytes: rec.end.0 - reput_from,
@@ -1011,7 +1052,7 @@ impl Store {
             .await
             .map_err(io)??;
         self.cq_builder
-            .send(FlushConsumeQueues)
+            .send(FlushConsumeQueues { sync_all: false })
             .await
             .map_err(io)??;
         if let Some(i) = &self.index_builder {
