@@ -43,6 +43,7 @@ use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::store::commit_log::{CommitLog, CommitLogConfig};
 use actormq_core::store::consume_queue::ConsumeQueueStore;
+use actormq_core::store::index_file::IndexStore;
 use actormq_core::store::mapped_file::Warm;
 use actormq_core::store::mapped_file_queue::MappedFileQueue;
 use actormq_core::QueueOffset;
@@ -521,7 +522,12 @@ fn now_ms() -> i64 {
 
 /// SEND_MESSAGE (10) with the long header names of Java's `SendMessageRequestHeader`; no WAIT
 /// property, so under SYNC_FLUSH the reply waits for the flush.
+/// A SEND of `body`, with the key the body carries as the message's KEYS (so the index must find
+/// it, see [`assert_offline_matches`]).
 fn send_request(topic: &str, queue_id: i32, body: Vec<u8>) -> RemotingCommand {
+    let properties = key_of(&body)
+        .map(|k| format!("KEYS\u{1}{k}\u{2}"))
+        .unwrap_or_default();
     RemotingCommand::new_request(rq::SEND_MESSAGE)
         .with_ext("producerGroup", "durability-producer")
         .with_ext("topic", topic)
@@ -531,7 +537,7 @@ fn send_request(topic: &str, queue_id: i32, body: Vec<u8>) -> RemotingCommand {
         .with_ext("sysFlag", "0")
         .with_ext("bornTimestamp", now_ms().to_string())
         .with_ext("flag", "0")
-        .with_ext("properties", "")
+        .with_ext("properties", properties)
         .with_body(body)
 }
 
@@ -1138,6 +1144,36 @@ fn assert_offline_matches(root: &Path, cq_file_size: u64, wire: &BTreeMap<i32, V
             "q{q}: offline ConsumeQueue size differs from what PULL served"
         );
     }
+    assert_keys_indexed(root, wire);
+}
+
+/// Every message PULL served is found by its key in the index files (the index of [`BrokerEnv`]):
+/// a broker process killed on this boot leaves its index files whole, and recovery keeps them
+/// and adds what they lack.
+fn assert_keys_indexed(root: &Path, wire: &BTreeMap<i32, Vec<Pulled>>) {
+    let index = IndexStore::open(&root.join("index"), 1024, 4096).expect("open the index");
+    let reader = index.reader();
+    let mut missing = Vec::new();
+    let mut total = 0;
+    for (q, got) in wire {
+        for p in got {
+            total += 1;
+            if reader
+                .query(TOPIC, &p.key, 64, 0, i64::MAX)
+                .phy_offsets
+                .is_empty()
+            {
+                missing.push(format!("{}@q{q}/{}", p.key, p.offset));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {total} stored messages not found by key in the index; first: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    eprintln!("offline: all {total} stored messages found by key in the index");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1208,6 +1244,12 @@ fn kill_minus_9_cycles_with(
             per_cycle.push((delay.as_millis(), acked));
             broker = Broker::start(&cleanup, &env);
             assert_abnormal_start(&broker);
+            // Killed on this boot: told apart from a machine crash by the abort file's boot id.
+            assert!(
+                broker.output().contains("previous_run=\"process died\""),
+                "cycle {cycle}: {}",
+                broker.tail(20)
+            );
             last = rt.block_on(verify(
                 &broker.addr,
                 &ledger,
@@ -1893,6 +1935,12 @@ fn leftover_abort_file_takes_abnormal_recovery_and_serves_everything() {
         std::fs::write(root.join("abort"), b"").expect("create abort by hand");
         let mut broker = Broker::start(&cleanup, &env);
         assert_abnormal_start(&broker);
+        // No boot id in the file: the machine may have gone down (RocketMQ's recovery).
+        assert!(
+            broker.output().contains("previous_run=\"crashed\""),
+            "{}",
+            broker.tail(20)
+        );
         rt.block_on(verify(&broker.addr, &ledger, "after a leftover abort file"));
         let results = rt.block_on(load(&broker.addr, "after", rng.next_u64(), async {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -2151,8 +2199,11 @@ fn second_broker_on_the_same_store_is_refused_and_the_first_keeps_serving() {
             "the second broker must not start; output:\n{out}"
         );
         assert_eq!(
-            std::fs::read_to_string(root.join("abort")).expect("abort file of the first"),
-            first.pid.to_string(),
+            std::fs::read_to_string(root.join("abort"))
+                .expect("abort file of the first")
+                .lines()
+                .next(),
+            Some(&*first.pid.to_string()),
             "the abort file still names the first broker"
         );
         assert!(first.poll_exit().is_none(), "the first broker died");

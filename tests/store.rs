@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actormq::store::{Store, StoreParams};
+use actormq::store::{PreviousRun, Store, StoreParams};
 use actormq_core::clock::ManualClock;
 use actormq_core::format::java::java_string_hash;
 use actormq_core::format::properties::{self, keys};
@@ -1129,6 +1129,64 @@ async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
         .collect();
     assert_eq!(missing, Vec::<u32>::new(), "keys lost from the index");
     store.shutdown().await.unwrap();
+}
+
+/// After a crash, whether the index files survive depends on what crashed. A broker process
+/// that died on this boot (`PreviousRun::ProcessDied`, told by the abort file's boot id) left its
+/// index files whole in the page cache: they are kept, and every key stays queryable. When the
+/// machine may have gone down (`Crashed`), RocketMQ's rule applies: files newer than the
+/// checkpoint's index time are removed and rebuilt from the recovery start only, so without
+/// messageIndexSafe the keys before that start are gone — here those of the first seconds.
+#[actix::test]
+async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_recovery_start() {
+    let tweak = |p: &mut StoreParams| p.commit_log_file_size = 64 << 10;
+    let mut missing_after = Vec::new();
+    for previous in [PreviousRun::ProcessDied, PreviousRun::Crashed] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        {
+            // 100 keyed messages over 10 s of store time, across four CommitLog files and one
+            // unfilled index file; stopped cleanly, so the checkpoint is recent.
+            let store = open(dir.path(), &clock, tweak).await;
+            for i in 0..100u32 {
+                clock.advance_ms(100);
+                let m = msg("Died", 0, &[7u8; 2000], &[(keys::KEYS, &format!("k{i}"))]);
+                store.put(m).await.unwrap();
+            }
+            store.shutdown().await.unwrap();
+        }
+        let mut p = StoreParams::for_tests(dir.path());
+        tweak(&mut p);
+        let store = Store::open_with(p, Arc::new(clock.clone()), None, previous)
+            .await
+            .unwrap();
+        settle(&store).await;
+        let idx = store.index().unwrap();
+        let missing: Vec<u32> = (0..100u32)
+            .filter(|i| {
+                idx.query("Died", &format!("k{i}"), 4, 0, i64::MAX)
+                    .phy_offsets
+                    .is_empty()
+            })
+            .collect();
+        // Re-dispatch after either kind of crash starts from the checkpoint, not the first file.
+        assert!(
+            store.report.scan_from > 0,
+            "{previous:?}: scan from the checkpoint"
+        );
+        missing_after.push((previous, missing));
+        store.shutdown().await.unwrap();
+    }
+    assert_eq!(
+        missing_after[0],
+        (PreviousRun::ProcessDied, Vec::new()),
+        "a process death keeps every key"
+    );
+    let (_, lost) = &missing_after[1];
+    assert!(
+        !lost.is_empty() && lost[0] == 0,
+        "a machine crash rebuilds the unfilled index file from the recovery start only: {lost:?}"
+    );
 }
 
 /// The other half of the rule above: once index files fill, a clean stop writes the end time of

@@ -5,8 +5,11 @@
 //!   file's first byte, held for the life of the broker, content `lock`. A second broker on the
 //!   same directory is refused instead of corrupting the store.
 //! * `${storePathRootDir}/abort` — present while a broker runs, removed only on a clean shutdown;
-//!   at startup its presence selects abnormal recovery. It holds the writer's PID in decimal
-//!   (as RocketMQ 5.x writes it), which the lock error quotes.
+//!   at startup its presence selects abnormal recovery. Its first line is the writer's PID in
+//!   decimal (as RocketMQ 5.x writes it), which the lock error quotes; a second line,
+//!   `boot_id=<id>`, names the kernel boot it ran on (`/proc/sys/kernel/random/boot_id`), so a
+//!   start can tell a process that died ([`crashed_on_this_boot`]: every byte it wrote is still in
+//!   the page cache) from a machine that went down. RocketMQ reads only the file's presence.
 //!
 //! Why an open-file-description (OFD) lock (`fcntl(F_OFD_SETLK)`) on byte 0 on Linux:
 //! * it conflicts between two opens of the file even inside one process (a classic POSIX
@@ -162,9 +165,38 @@ pub fn abort_file_exists(root: &Path) -> bool {
 pub fn read_abort_pid(root: &Path) -> Option<u32> {
     std::fs::read_to_string(abort_path(root))
         .ok()?
+        .lines()
+        .next()?
         .trim()
         .parse()
         .ok()
+}
+
+/// This kernel boot's id, if the system has one (Linux: `/proc/sys/kernel/random/boot_id`).
+pub fn current_boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = id.trim();
+    (!id.is_empty()).then(|| id.to_string())
+}
+
+/// The boot id the abort file records, if any (files of RocketMQ and of older ActorMQ have none).
+pub fn read_abort_boot_id(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(abort_path(root)).ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("boot_id="))
+        .map(str::to_string)
+        .filter(|id| !id.is_empty())
+}
+
+/// True if an abort file is present and was written on this very boot: the broker process died
+/// (kill -9, OOM, a panic) while the kernel kept running, so every byte it had written — through
+/// a mapping or `pwrite` — is in the page cache, whole, though maybe not yet on disk. False when
+/// either id is unknown: then a power loss or kernel crash must be assumed.
+pub fn crashed_on_this_boot(root: &Path) -> bool {
+    match (read_abort_boot_id(root), current_boot_id()) {
+        (Some(was), Some(now)) => was == now,
+        _ => false,
+    }
 }
 
 /// Creates (or rewrites) `${root}/abort` holding this process's PID, and makes both the content
@@ -177,7 +209,13 @@ pub fn create_abort_file(root: &Path) -> io::Result<()> {
         .create(true)
         .truncate(true)
         .open(abort_path(root))?;
-    f.write_all(std::process::id().to_string().as_bytes())?;
+    let mut text = std::process::id().to_string();
+    if let Some(id) = current_boot_id() {
+        text.push_str("\nboot_id=");
+        text.push_str(&id);
+        text.push('\n');
+    }
+    f.write_all(text.as_bytes())?;
     f.sync_all()?;
     sync_dir(root)
 }
@@ -336,11 +374,26 @@ mod tests {
         remove_abort_file(&root).unwrap(); // absent is fine
         create_abort_file(&root).unwrap();
         assert!(abort_file_exists(&root));
-        assert_eq!(
-            std::fs::read_to_string(root.join("abort")).unwrap(),
-            std::process::id().to_string()
-        );
+        let text = std::fs::read_to_string(root.join("abort")).unwrap();
+        assert_eq!(text.lines().next(), Some(&*std::process::id().to_string()));
         assert_eq!(read_abort_pid(&root), Some(std::process::id()));
+        // Written on this boot, read on this boot.
+        assert!(current_boot_id().is_some(), "Linux has a boot id");
+        assert_eq!(read_abort_boot_id(&root), current_boot_id());
+        assert!(crashed_on_this_boot(&root));
+        // Another boot's file, or one without an id (RocketMQ's, older ActorMQ's): the machine
+        // may have gone down.
+        std::fs::write(
+            root.join("abort"),
+            "4242\nboot_id=00000000-0000-0000-0000-000000000000\n",
+        )
+        .unwrap();
+        assert_eq!(read_abort_pid(&root), Some(4242));
+        assert!(!crashed_on_this_boot(&root));
+        std::fs::write(root.join("abort"), "4242").unwrap();
+        assert_eq!(read_abort_boot_id(&root), None);
+        assert!(!crashed_on_this_boot(&root));
+        create_abort_file(&root).unwrap();
         create_abort_file(&root).unwrap(); // rewriting is fine
         remove_abort_file(&root).unwrap();
         assert!(!abort_file_exists(&root));

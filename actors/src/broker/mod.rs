@@ -30,7 +30,7 @@ use crate::metered::{start_on, ActorRef};
 use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, ScrapeSources};
 use crate::namesrv::{start_namesrv, NamesrvHandle, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
 use crate::remoting::server::ConnectionThreads;
-use crate::store::{Store, StoreParams};
+use crate::store::{PreviousRun, Store, StoreParams};
 use clients::ClientRegistry;
 use metadata::{MetaSettings, Metadata, PersistAll};
 use processor::{BrokerProcessorFactory, ProcessorSettings};
@@ -101,9 +101,19 @@ pub async fn start(
     std::fs::create_dir_all(&root)
         .with_context(|| format!("cannot create the store directory {}", root.display()))?;
     let lock = StoreLock::acquire(&root)?;
-    let abnormal = actormq_core::store::store_lock::abort_file_exists(&root);
-    if abnormal {
-        tracing::warn!(store = %root.display(), "the previous run did not stop cleanly (abort file present); recovering");
+    let previous = if !actormq_core::store::store_lock::abort_file_exists(&root) {
+        PreviousRun::Clean
+    } else if actormq_core::store::store_lock::crashed_on_this_boot(&root) {
+        PreviousRun::ProcessDied
+    } else {
+        PreviousRun::Crashed
+    };
+    if previous != PreviousRun::Clean {
+        tracing::warn!(
+            store = %root.display(),
+            same_boot = previous == PreviousRun::ProcessDied,
+            "the previous run did not stop cleanly (abort file present); recovering"
+        );
     }
     let params = StoreParams::from_config(&cfg.store).map_err(anyhow::Error::msg)?;
     let hold_cell: Arc<OnceLock<ActorRef<PullHold>>> = Arc::new(OnceLock::new());
@@ -114,11 +124,15 @@ pub async fn start(
             h.try_notify(MessagesArrived(arrivals));
         }
     });
-    let store = Arc::new(Store::open_with(params, clock.clone(), Some(hook), abnormal).await?);
+    let store = Arc::new(Store::open_with(params, clock.clone(), Some(hook), previous).await?);
     create_abort_file(&root)?;
     tracing::info!(
         store = %root.display(),
-        previous_run = if store.report.abnormal { "crashed" } else { "stopped cleanly" },
+        previous_run = match previous {
+            PreviousRun::Clean => "stopped cleanly",
+            PreviousRun::ProcessDied => "process died",
+            PreviousRun::Crashed => "crashed",
+        },
         commit_log_end = store.report.commit_log_end,
         scan_from = store.report.scan_from,
         files_scanned = store.report.files_scanned,

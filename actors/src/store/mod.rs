@@ -249,6 +249,32 @@ pub struct OpenReport {
     pub dispatch_ms: u64,
 }
 
+/// How the store's previous run ended, as the `abort` file tells (`store_lock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreviousRun {
+    /// No abort file: a clean stop; normal recovery.
+    Clean,
+    /// An abort file written on this kernel boot: the broker process died while the machine kept
+    /// running, so every byte it wrote is in the page cache. Abnormal recovery, keeping the
+    /// index files (RocketMQ would drop those newer than the checkpoint and lose the keys they
+    /// held before the recovery start).
+    ProcessDied,
+    /// An abort file from another boot, or one that does not say: the machine may have gone
+    /// down, and unsynced bytes may be lost or torn anywhere. RocketMQ's abnormal recovery.
+    Crashed,
+}
+
+impl From<bool> for PreviousRun {
+    /// `true`: the abort file was there, nothing known about the boot (`Crashed`).
+    fn from(abnormal: bool) -> Self {
+        if abnormal {
+            PreviousRun::Crashed
+        } else {
+            PreviousRun::Clean
+        }
+    }
+}
+
 /// Recovery's progress checkpoints (ECOSYSTEM T6, apache/rocketmq#9587). While dispatch catches up
 /// after an abnormal stop, the checkpoint is written each time dispatch passes a CommitLog file
 /// boundary and once it reaches the recovered end — after the recovered CommitLog files are
@@ -387,7 +413,7 @@ fn arbiter() -> Arbiter {
 impl Store {
     /// Opens (recovering if needed) the store under `params.root` and starts its actors.
     pub async fn open(params: StoreParams, clock: SharedClock) -> std::io::Result<Store> {
-        Store::open_with(params, clock, None, false).await
+        Store::open_with(params, clock, None, PreviousRun::Clean).await
     }
 
     /// Like [`Store::open`], telling `on_arrival` which queues got new messages after each
@@ -396,8 +422,10 @@ impl Store {
         params: StoreParams,
         clock: SharedClock,
         on_arrival: Option<cq_builder::ArrivalHook>,
-        abnormal: bool,
+        previous: impl Into<PreviousRun>,
     ) -> std::io::Result<Store> {
+        let previous = previous.into();
+        let abnormal = previous != PreviousRun::Clean;
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&params.root)?;
         let mut cqs =
@@ -516,12 +544,27 @@ impl Store {
         };
         let mut index_store = index_store;
         if let (true, Some(idx)) = (abnormal, index_store.as_mut()) {
-            let removed = idx.destroy_newer_than(checkpoint.index_msg_timestamp());
-            if removed > 0 {
+            // After a process death on this boot the index files are whole in the page cache
+            // (their header is written after each entry) and end at or before the recovered
+            // CommitLog: kept, and re-dispatch only adds what they lack. Otherwise the machine may
+            // have gone down, and files newer than the checkpoint may be torn (RocketMQ): removed
+            // and rebuilt from where re-dispatch starts.
+            let whole = previous == PreviousRun::ProcessDied
+                && u64::try_from(idx.last_end_phy_offset()).is_ok_and(|e| e <= rec.end.0);
+            if whole {
                 tracing::info!(
-                    removed,
-                    "index files newer than the checkpoint removed; they are rebuilt by dispatch"
+                    files = idx.files().len(),
+                    "the previous broker process died on this boot: index files kept whole"
                 );
+            } else {
+                let removed = idx.destroy_newer_than(checkpoint.index_msg_timestamp());
+                if removed > 0 {
+                    tracing::info!(
+                        removed,
+                        "index files newer than the checkpoint removed; they are rebuilt by \
+                         dispatch"
+                    );
+                }
             }
         }
         let index_reader = index_store.as_ref().map(|i| i.reader());
