@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use actormq::remoting::client::{ClientError, RemotingClient};
+use actormq_core::format::msg_id::decode_offset_msg_id;
 use actormq_core::format::record::{self, Check};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
@@ -1158,18 +1159,17 @@ fn assert_keys_indexed(root: &Path, wire: &BTreeMap<i32, Vec<Pulled>>) {
     for (q, got) in wire {
         for p in got {
             total += 1;
-            if reader
-                .query(TOPIC, &p.key, 64, 0, i64::MAX)
-                .phy_offsets
-                .is_empty()
-            {
-                missing.push(format!("{}@q{q}/{}", p.key, p.offset));
+            let (_, phy) = decode_offset_msg_id(&p.msg_id).expect("an offset msgId");
+            // Other keys with the same 32-bit hash may be answered too (the index stores hashes).
+            let found = reader.query(TOPIC, &p.key, 64, 0, i64::MAX).phy_offsets;
+            if !found.contains(&phy) {
+                missing.push(format!("{}@q{q}/{}: {found:?}, not {phy}", p.key, p.offset));
             }
         }
     }
     assert!(
         missing.is_empty(),
-        "{} of {total} stored messages not found by key in the index; first: {:?}",
+        "{} of {total} stored messages not found by key at their offset in the index; first: {:?}",
         missing.len(),
         &missing[..missing.len().min(10)]
     );
@@ -1313,16 +1313,17 @@ fn kill_minus_9_under_async_flush_loses_no_acknowledged_message() {
     );
 }
 
-/// Kill -9 cycles for T2b: [`KILLS_T2B`] loads of 800–1500 ms under ASYNC_FLUSH with write
+/// Kill -9 cycles for T2b: [`KILLS_T2B`] loads of 1.5–2.5 s under ASYNC_FLUSH with write
 /// buffers, each cut by kill -9 (longer than the loss window, so an old loss cannot hide).
 const KILLS_T2B: usize = 8;
 
 /// Slack on top of `commitIntervalCommitLog` for T2b's loss window: the committer's tick, its
 /// `pwrite`, and the reply's trip to the client all fall inside it. A loss older than that means
-/// a message sat uncommitted in a write buffer for far longer than the committer allows. (The
-/// writer wakes the committer after its appends: losses seen here were acknowledged at most a few
-/// milliseconds before the kill.)
-const T2B_SLACK: Duration = Duration::from_millis(300);
+/// a message sat uncommitted in a write buffer for far longer than the committer allows. Generous,
+/// because a committer's `pwrite` can be throttled by dirty-page write-back on a busy machine;
+/// the writer wakes the committer after its appends, and the losses seen here were acknowledged
+/// at most a few milliseconds before the kill.
+const T2B_SLACK: Duration = Duration::from_millis(1000);
 
 /// T2b (ECOSYSTEM B): ASYNC_FLUSH with write buffers (`transientStorePoolEnable`). SEND_OK means
 /// written into a buffer, so kill -9 may lose acknowledged messages: those the committer had not
@@ -1357,7 +1358,7 @@ fn kill_minus_9_with_async_write_buffers_loses_only_the_last_uncommitted_acknowl
         let mut report = Vec::new();
         let mut wire = BTreeMap::new();
         for cycle in 0..KILLS_T2B {
-            let delay = Duration::from_millis(rng.range(800, 1500));
+            let delay = Duration::from_millis(rng.range(1500, 2500));
             let pid = broker.pid;
             let killed_at = Arc::new(Mutex::new(None));
             let k = killed_at.clone();

@@ -9,8 +9,10 @@
 //! handed to any number of query threads; they never block the writer and never take a lock.
 //!
 //! # Calls in and out
-//! * in (owner): [`IndexStore::open`] at startup (FACTS §6.3 step 2), then
-//!   [`IndexStore::destroy_newer_than`] after an abnormal exit; [`IndexStore::put`] per dispatched
+//! * in (owner): [`IndexStore::open`] at startup (FACTS §6.3 step 2), then, after an abnormal
+//!   exit, [`IndexStore::destroy_newer_than`] when the machine may have gone down, or
+//!   [`IndexStore::mark_all_unflushed`] when only the process died (files kept as the page cache
+//!   holds them); [`IndexStore::put`] per dispatched
 //!   record; [`IndexStore::flush`]; [`IndexStore::delete_files_below`] when the CommitLog min offset
 //!   grows (FACTS §9). After a successful `flush`, the owner may checkpoint
 //!   `indexMsgTimestamp = full_files_end_timestamp()` (RocketMQ checkpoints only full files).
@@ -29,17 +31,21 @@
 //! Each [`IndexFile`] keeps its published state in atomics: `index_count` (the published count),
 //! begin values and a small ring of (endTimestamp, endPhyOffset) pairs. The writer, for entry `c`:
 //! 1. writes the 20 entry bytes at `c` (no reader can reach `c` yet, see below);
-//! 2. updates begin/hashSlotCount/end values (atomics + on-disk header bytes);
-//! 3. publishes `index_count = c + 1` with `Release`;
+//! 2. updates begin/hashSlotCount/end values (atomics);
+//! 3. publishes `index_count = c + 1` with `Release`, and writes the on-disk header (count
+//!    `c + 1`, end values);
 //! 4. stores the slot (an `AtomicI32` over the 4 mapped bytes, big-endian value) with `Release`.
 //!
 //! Readers load the slot with `Acquire`, then the count with `Acquire`, and never follow an entry
 //! number `>= count`. Entries below a published count are never written again, so every entry a
 //! reader copies is complete and immutable. The count is published *before* the slot (rather than
 //! after) so that a reader that sees a new slot value always sees a count above it — a valid chain
-//! is never hidden — while slot values left beyond the header's count by a crash are still refused
-//! (their entries will be overwritten by the writer). Readers never read header or slot bytes
-//! except through these atomics; the on-disk header is written only for durability.
+//! is never hidden. The on-disk header goes before the slot for the same reason across a process
+//! death: a kill between the two leaves a counted entry no slot points to yet (its record is put
+//! again, see [`IndexStore::put`]), never a slot at or beyond the header's count, which would cut
+//! the chain behind it off. Such slot values, left by files of older builds, are refused by
+//! readers and treated as empty by the writer. Readers never read header or slot bytes except
+//! through these atomics; the on-disk header is written only for durability.
 //! The file list is published through `ArcSwap`: rolling or deleting swaps in a new list; a reader
 //! holding an old list keeps its files mapped (unlinking a mapped file is safe on Unix).
 
@@ -503,9 +509,25 @@ impl IndexFile {
         }
         let slot = self.slot(key_hash as u32 % self.slot_num);
         let old = i32::from_be(slot.load(Ordering::Relaxed));
-        // Values beyond the count are leftovers of a crash before the header was written.
-        let empty = old <= 0 || old > count;
-        let prev = if empty { 0 } else { old };
+        let prev = if old > 0 && old < count {
+            old
+        } else if old == count {
+            // A put killed after its slot but before its header (files of builds that stored the
+            // slot first): the entry it wrote at `count` holds the slot's previous value. Its
+            // record is put again (the replay rule), so that chain continues here.
+            // SAFETY: entry `count` is at the published count: only this thread touches it.
+            let e: [u8; INDEX_ENTRY_SIZE] = unsafe { self.read_bytes(self.entry_pos(count)) };
+            let p = i32::from_be_bytes(e[16..20].try_into().unwrap());
+            if p > 0 && p < count {
+                p
+            } else {
+                0
+            }
+        } else {
+            // Empty, or a value beyond the count: a leftover of a crash.
+            0
+        };
+        let empty = prev == 0;
         let begin = self.begin_timestamp();
         let time_diff = if begin <= 0 {
             0
@@ -533,10 +555,14 @@ impl IndexFile {
         let ring = &self.end_ring[count as usize % END_RING];
         ring.0.store(store_timestamp, Ordering::Relaxed);
         ring.1.store(phy_offset, Ordering::Relaxed);
-        // Publish: count first, then the slot (module docs explain the order).
+        // Publish: count first, then the slot (module docs explain the order). The file's header
+        // is written before the slot too: a process killed between the two leaves an entry the
+        // header counts but no slot points to yet — its key comes back when the record is put
+        // again (the replay rule re-puts the last record) — never a slot the header does not
+        // count, which would cut the whole chain behind it off.
         self.index_count.store(count + 1, Ordering::Release);
-        slot.store(count.to_be(), Ordering::Release);
         self.write_header();
+        slot.store(count.to_be(), Ordering::Release);
         true
     }
 
@@ -758,6 +784,15 @@ impl IndexStore {
         Ok(())
     }
 
+    /// Marks every file as unflushed, so the next [`IndexStore::flush`] syncs it. For files kept
+    /// after a process death: the dead process may not have flushed them (a full file is flushed
+    /// only after its roll), and a loaded file otherwise counts as flushed.
+    pub fn mark_all_unflushed(&self) {
+        for f in &self.files {
+            f.dirty.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// A lock-free query handle; it follows every later roll and deletion.
     pub fn reader(&self) -> IndexReader {
         IndexReader {
@@ -854,6 +889,8 @@ impl IndexReader {
             }
         }
         result.phy_offsets.sort_unstable();
+        // The last record before a restart is put again (see `put`): one answer per message.
+        result.phy_offsets.dedup();
         result
     }
 }
@@ -1094,6 +1131,50 @@ mod tests {
             IndexStore::open(dir.path(), SLOTS, 5).is_err(),
             "size mismatch with config"
         );
+    }
+
+    /// A process killed inside a put, in either order of its last two writes, loses no key of
+    /// the slot's chain once the interrupted record is put again (as re-dispatch does: the
+    /// header's end is the record before it).
+    #[test]
+    fn a_put_killed_between_slot_and_header_loses_no_chain() {
+        let hash = index_key_hash(&["T", "#", "k"]);
+        let slot_pos = INDEX_HEADER_SIZE + (hash as u32 % SLOTS) as usize * 4;
+        for slot_first in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = {
+                let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+                put(&mut s, &["k"], None, 10, T0);
+                put(&mut s, &["k"], None, 20, T0 + 1000);
+                s.flush().unwrap();
+                s.files()[0].path.clone()
+            };
+            // The interrupted put of the record at 30: entry 3 written (prev = 2), then either
+            // the slot (older builds) or the header (this one), not the other.
+            let mut b = std::fs::read(&path).unwrap();
+            let mut e = [0u8; INDEX_ENTRY_SIZE];
+            e[0..4].copy_from_slice(&hash.to_be_bytes());
+            e[4..12].copy_from_slice(&30i64.to_be_bytes());
+            e[12..16].copy_from_slice(&2i32.to_be_bytes());
+            e[16..20].copy_from_slice(&2i32.to_be_bytes());
+            b[entry_at(3)..entry_at(4)].copy_from_slice(&e);
+            if slot_first {
+                b[slot_pos..slot_pos + 4].copy_from_slice(&3i32.to_be_bytes());
+            } else {
+                b[36..40].copy_from_slice(&4i32.to_be_bytes());
+                b[24..32].copy_from_slice(&30i64.to_be_bytes());
+            }
+            std::fs::write(&path, &b).unwrap();
+
+            let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+            put(&mut s, &["k"], None, 30, T0 + 2000);
+            put(&mut s, &["k"], None, 40, T0 + 3000);
+            assert_eq!(
+                find(&s.reader(), "k"),
+                vec![10, 20, 30, 40],
+                "slot written first: {slot_first}"
+            );
+        }
     }
 
     #[test]

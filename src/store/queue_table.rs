@@ -21,11 +21,13 @@
 //!   the topic back, while a topic created again under the same name is served from its new
 //!   records.
 //!
-//! Invariant: the table only ever holds a lower bound of what each ConsumeQueue has on disk — it
-//! is written with the *flushed* unit count of each queue, after that flush, and an entry goes
-//! before its topic's directory does. A stale table (a crash after more units were flushed)
-//! therefore never causes a rebuild that was not needed; a missing or unreadable table only
-//! disables the check (nothing is rebuilt that the scan does not show).
+//! Invariant: outside recovery the table only ever holds a lower bound of what each ConsumeQueue
+//! has on disk — it is written with the *flushed* unit count of each queue, after that flush, and
+//! an entry goes before its topic's directory does. A stale table (a crash after more units were
+//! flushed) therefore never causes a rebuild that was not needed; a missing or unreadable table
+//! only disables the check (nothing is rebuilt that the scan does not show). While a start's
+//! re-dispatch runs, the builder holds each queue at least at the loaded table
+//! ([`QueueMaxTable::raised_to`]): a start killed mid-rebuild must find the queue short again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;

@@ -16,7 +16,9 @@
 //! Invariants: units are appended in CommitLog order; replays of already indexed records are
 //! ignored by the ConsumeQueue's own dedup rules; a deleted topic's records (below its tombstone
 //! in the table) are never dispatched again; the persisted table never names more units than
-//! were flushed, nor a queue whose directory has been removed.
+//! were flushed (except that, until recovery's re-dispatch is done, each queue is held at least
+//! at the table the start loaded, so a start killed mid-rebuild still sees the queue short), nor
+//! a queue whose directory has been removed.
 
 use std::time::Duration;
 
@@ -62,6 +64,8 @@ pub struct ConsumeQueueBuilder {
     /// meanwhile keeps each queue at least there, so a start killed mid-rebuild still sees which
     /// queues are short. Lifted by [`RecoveryDone`].
     floor: Option<QueueMaxTable>,
+    /// The first ConsumeQueue data flush error, reported by every later [`FlushConsumeQueues`].
+    data_error: Option<String>,
 }
 
 /// Recovery's re-dispatch is complete: the queue table may name what is on disk again.
@@ -100,14 +104,34 @@ impl ConsumeQueueBuilder {
     /// changed. The table is written only after the flush it describes, so it stays a lower
     /// bound of the files' content even across a power loss.
     fn flush(&mut self, least_pages: u64) -> std::io::Result<()> {
-        let mut on_disk = self
-            .cqs
-            .flush(least_pages)?
-            .with_tombstones_of(&self.written);
+        self.flush_with(least_pages, false)
+    }
+
+    /// [`Self::flush`], with every file also `fdatasync`ed first when `sync_all`. A data error
+    /// is returned and remembered: Linux reports a write-back error once, so whoever asks next
+    /// ([`FlushConsumeQueues`]) must hear it too, even if the timer's flush met it first. A failed
+    /// table write is only logged: the table on disk is older, still a lower bound.
+    fn flush_with(&mut self, least_pages: u64, sync_all: bool) -> std::io::Result<()> {
+        let data = self.cqs.flush(least_pages).and_then(|t| {
+            if sync_all {
+                self.cqs.sync_all()?;
+            }
+            Ok(t)
+        });
+        let mut on_disk = match data {
+            Ok(t) => t.with_tombstones_of(&self.written),
+            Err(e) => {
+                self.data_error.get_or_insert_with(|| e.to_string());
+                return Err(e);
+            }
+        };
         if let Some(floor) = &self.floor {
             on_disk = on_disk.raised_to(floor);
         }
-        self.write_table(on_disk)
+        if let Err(e) = self.write_table(on_disk) {
+            tracing::error!(error = %e, "writing the ConsumeQueue table failed; the older one stays");
+        }
+        Ok(())
     }
 
     /// Holds the persisted table at least at `floor` until [`RecoveryDone`] (queues being
@@ -154,6 +178,7 @@ impl ConsumeQueueBuilder {
             written: QueueMaxTable::default(),
             dispatched_ts: 0,
             floor: None,
+            data_error: None,
         }
     }
 }
@@ -283,9 +308,11 @@ impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
     fn serve(&mut self, m: FlushConsumeQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
         // Every unit dispatched so far is in the mappings: the flush covers all of them.
         let covered = self.dispatched_ts;
-        self.flush(0)?;
-        if m.sync_all {
-            self.cqs.sync_all()?;
+        self.flush_with(0, m.sync_all)?;
+        if let Some(e) = &self.data_error {
+            return Err(std::io::Error::other(format!(
+                "an earlier ConsumeQueue flush failed: {e}"
+            )));
         }
         Ok(covered)
     }
@@ -295,5 +322,10 @@ impl Serve<RecoveryDone> for ConsumeQueueBuilder {
     type Reply = ();
     fn serve(&mut self, _: RecoveryDone, _: &mut Context<Metered<Self>>) {
         self.floor = None;
+        // The table names what is on disk again now, not at the next tick: a start killed in
+        // between would rebuild queues that are not short.
+        if let Err(e) = self.flush(0) {
+            tracing::error!(error = %e, "ConsumeQueue flush after recovery failed");
+        }
     }
 }

@@ -6,8 +6,9 @@
 //!
 //! Like RocketMQ, an index file is flushed when it is full (and at a clean stop), not on a timer:
 //! the slot table takes random writes, and every msync would write-protect those pages and make
-//! the next put fault again. After a crash, recovery rebuilds index entries newer than the
-//! checkpoint from the CommitLog.
+//! the next put fault again. After a crash that may have taken the machine down, recovery rebuilds
+//! index entries newer than the checkpoint from the CommitLog; after a process death on the same
+//! boot it keeps the files and adds what they lack.
 //!
 //! Invariant: the index time it publishes for the checkpoint is the end of the newest *full*
 //! flushed file (RocketMQ's `IndexService.flush`), never of the file still being filled.

@@ -280,8 +280,8 @@ impl From<bool> for PreviousRun {
 /// boundary and once it reaches the recovered end — after the recovered CommitLog files are
 /// `fdatasync`ed (once) and every ConsumeQueue is flushed — so that "physic" and "logics" only ever
 /// name durable data. A start killed after one then picks its start file from there instead of
-/// rescanning and re-dispatching everything the killed start already did. The index time is left
-/// alone: index files are only trusted up to the last full one (see `IndexStore`).
+/// rescanning and re-dispatching everything the killed start already did. The index time is raised
+/// only to what the index builder published: the end of full index files it flushed.
 struct RecoveryProgress {
     /// The recovered files from the scan's start file on: what the first checkpoint syncs.
     files: Vec<Arc<MappedFile>>,
@@ -513,8 +513,60 @@ impl Store {
                 "ConsumeQueue lost units; rebuilding it from the CommitLog"
             );
         }
+        let mut index_lag_from = None;
+        let index_store = if params.message_index_enable {
+            Some(
+                IndexStore::open(
+                    &params.root.join("index"),
+                    params.max_hash_slot_num,
+                    params.max_index_num,
+                )
+                .map_err(|e| std::io::Error::other(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let mut index_store = index_store;
+        if let (true, Some(idx)) = (abnormal, index_store.as_mut()) {
+            // After a process death on this boot the index files are in the page cache as the
+            // process left them: each entry counted by the header before a slot points to it
+            // (`IndexFile::put_key`), so a kill mid-put loses no chain. If they end before the
+            // recovered CommitLog end (nothing indexed was cut), they are kept and re-dispatch
+            // adds what they lack. Otherwise the machine may have gone down, and files newer than
+            // the checkpoint may be torn (RocketMQ): removed, and rebuilt from where re-dispatch
+            // starts.
+            let whole = previous == PreviousRun::ProcessDied
+                && u64::try_from(idx.last_end_phy_offset()).is_ok_and(|e| e < rec.end.0);
+            if whole {
+                // The dead process may not have flushed them (a full file is flushed after its
+                // roll): the next index flush syncs them before any index time names them.
+                idx.mark_all_unflushed();
+                // Dispatch hands each range to both builders and waits for both: the index lags
+                // the ConsumeQueues by one range at most. Re-dispatch covers that range (from its
+                // file's start, a record boundary) whatever the checkpoint says.
+                let cq_end = cqs.max_physic_offset();
+                let lagged = cq_end.saturating_sub(reput::MAX_BATCH_BYTES);
+                index_lag_from = Some(lagged - lagged % params.commit_log_file_size);
+                tracing::info!(
+                    files = idx.files().len(),
+                    "the previous broker process died on this boot: index files kept"
+                );
+            } else {
+                let removed = idx.destroy_newer_than(checkpoint.index_msg_timestamp());
+                if removed > 0 {
+                    tracing::info!(
+                        removed,
+                        "index files newer than the checkpoint removed; they are rebuilt by \
+                         dispatch"
+                    );
+                }
+            }
+        }
         let mut reput_from = cqs.max_physic_offset();
-        for o in [plan.from, start_offset].into_iter().flatten() {
+        for o in [plan.from, start_offset, index_lag_from]
+            .into_iter()
+            .flatten()
+        {
             reput_from = reput_from.min(o);
         }
         let reput_from = reput_from.max(min_cl).min(rec.end.0);
@@ -530,43 +582,6 @@ impl Store {
         state.flushed.store(rec.end.0, Ordering::Release);
         state.committed.store(rec.end.0, Ordering::Release);
         let consume_queues = cqs.max_offsets().len();
-        let index_store = if params.message_index_enable {
-            Some(
-                IndexStore::open(
-                    &params.root.join("index"),
-                    params.max_hash_slot_num,
-                    params.max_index_num,
-                )
-                .map_err(|e| std::io::Error::other(e.to_string()))?,
-            )
-        } else {
-            None
-        };
-        let mut index_store = index_store;
-        if let (true, Some(idx)) = (abnormal, index_store.as_mut()) {
-            // After a process death on this boot the index files are whole in the page cache
-            // (their header is written after each entry) and end at or before the recovered
-            // CommitLog: kept, and re-dispatch only adds what they lack. Otherwise the machine may
-            // have gone down, and files newer than the checkpoint may be torn (RocketMQ): removed
-            // and rebuilt from where re-dispatch starts.
-            let whole = previous == PreviousRun::ProcessDied
-                && u64::try_from(idx.last_end_phy_offset()).is_ok_and(|e| e <= rec.end.0);
-            if whole {
-                tracing::info!(
-                    files = idx.files().len(),
-                    "the previous broker process died on this boot: index files kept whole"
-                );
-            } else {
-                let removed = idx.destroy_newer_than(checkpoint.index_msg_timestamp());
-                if removed > 0 {
-                    tracing::info!(
-                        removed,
-                        "index files newer than the checkpoint removed; they are rebuilt by \
-                         dispatch"
-                    );
-                }
-            }
-        }
         let index_reader = index_store.as_ref().map(|i| i.reader());
         let view = log.view();
         let reader = StoreReader::new(view.clone(), cqs.table());

@@ -26,7 +26,7 @@ use super::state::StoreState;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 
 /// Largest range handed to the builders in one message.
-const MAX_BATCH_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_BATCH_BYTES: u64 = 4 << 20;
 /// Largest number of records handed to the builders in one message.
 const MAX_BATCH_RECORDS: usize = 8192;
 
