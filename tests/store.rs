@@ -1141,7 +1141,13 @@ async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
 async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_recovery_start() {
     let tweak = |p: &mut StoreParams| p.commit_log_file_size = 64 << 10;
     let mut missing_after = Vec::new();
-    for previous in [PreviousRun::ProcessDied, PreviousRun::Crashed] {
+    // The third run: a process death, but index files that are not the dead process's own (the
+    // newest entry's key hash altered): handled as after a machine crash.
+    for (previous, foreign) in [
+        (PreviousRun::ProcessDied, false),
+        (PreviousRun::Crashed, false),
+        (PreviousRun::ProcessDied, true),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(T0);
         {
@@ -1154,6 +1160,19 @@ async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_r
                 store.put(m).await.unwrap();
             }
             store.shutdown().await.unwrap();
+        }
+        if foreign {
+            let index = std::fs::read_dir(dir.path().join("index"))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+            let mut b = std::fs::read(&index).unwrap();
+            let count = i32::from_be_bytes(b[36..40].try_into().unwrap()) as usize;
+            let last = 40 + 1024 * 4 + (count - 1) * 20;
+            b[last] ^= 0x5A;
+            std::fs::write(&index, &b).unwrap();
         }
         let mut p = StoreParams::for_tests(dir.path());
         tweak(&mut p);
@@ -1186,6 +1205,10 @@ async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_r
     assert!(
         !lost.is_empty() && lost[0] == 0,
         "a machine crash rebuilds the unfilled index file from the recovery start only: {lost:?}"
+    );
+    assert_eq!(
+        &missing_after[2].1, lost,
+        "index files that do not match the CommitLog are not kept"
     );
 }
 

@@ -58,6 +58,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::mapped_file_queue::FileQueueView;
+use crate::offset::PhyOffset;
+
 /// `IndexHeader.INDEX_HEADER_SIZE`.
 pub const INDEX_HEADER_SIZE: usize = 40;
 /// Bytes per hash slot.
@@ -782,6 +785,47 @@ impl IndexStore {
             }
         }
         Ok(())
+    }
+
+    /// Whether the newest entry names a record that `commit_log` holds below `end`, under one of
+    /// that record's keys, at the newest file's end offset — true when nothing is indexed. A
+    /// cheap check, before keeping files a dead broker process left, that they are the ones it
+    /// wrote against this CommitLog (not, say, a copy restored beside a different one).
+    pub fn tail_matches(&self, commit_log: &FileQueueView, end: u64) -> bool {
+        let Some((hash, phy)) = self.last_entry() else {
+            return true;
+        };
+        let Ok(at) = u64::try_from(phy) else {
+            return false;
+        };
+        if phy != self.last_end_phy_offset() || at >= end {
+            return false;
+        }
+        let mut matched = false;
+        let walked = super::commit_log::walk(commit_log, PhyOffset(at), PhyOffset(end), |p, r| {
+            matched = p == at
+                && r.keys()
+                    .chain(r.uniq_key())
+                    .any(|k| index_key_hash(&[r.topic, "#", k]) == hash);
+            false
+        });
+        walked.is_ok() && matched
+    }
+
+    /// The newest entry of the newest file, as (key hash, phy offset), if it has one.
+    fn last_entry(&self) -> Option<(i32, i64)> {
+        let f = self.files.last()?;
+        let count = f.index_count();
+        if count <= 1 {
+            return None;
+        }
+        // SAFETY: owner side; entry `count - 1` is below the published count, complete and
+        // immutable.
+        let e: [u8; INDEX_ENTRY_SIZE] = unsafe { f.read_bytes(f.entry_pos(count - 1)) };
+        Some((
+            i32::from_be_bytes(e[0..4].try_into().unwrap()),
+            i64::from_be_bytes(e[4..12].try_into().unwrap()),
+        ))
     }
 
     /// Marks every file as unflushed, so the next [`IndexStore::flush`] syncs it. For files kept

@@ -536,7 +536,14 @@ impl Store {
             // the checkpoint may be torn (RocketMQ): removed, and rebuilt from where re-dispatch
             // starts.
             let whole = previous == PreviousRun::ProcessDied
-                && u64::try_from(idx.last_end_phy_offset()).is_ok_and(|e| e < rec.end.0);
+                && u64::try_from(idx.last_end_phy_offset()).is_ok_and(|e| e < rec.end.0)
+                && idx.tail_matches(&log.view(), rec.end.0);
+            if previous == PreviousRun::ProcessDied && !whole {
+                tracing::warn!(
+                    "index files do not match the recovered CommitLog (a record they name was cut, \
+                     or they are not the dead process's own): handled as after a machine crash"
+                );
+            }
             if whole {
                 // The dead process may not have flushed them (a full file is flushed after its
                 // roll): the next index flush syncs them before any index time names them.
