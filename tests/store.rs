@@ -1071,6 +1071,18 @@ async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpo
     store.shutdown().await.unwrap();
 }
 
+/// Which of the keys `k0`..`k{n-1}` of `topic` the index does not find.
+fn keys_not_found(store: &Store, topic: &str, n: u32) -> Vec<u32> {
+    let idx = store.index().expect("index enabled");
+    (0..n)
+        .filter(|i| {
+            idx.query(topic, &format!("k{i}"), 4, 0, i64::MAX)
+                .phy_offsets
+                .is_empty()
+        })
+        .collect()
+}
+
 /// messageIndexSafe: the checkpoint's index time names only *full* index files, as RocketMQ's
 /// `IndexService.flush` does — a clean stop must not raise it to the end of the file still being
 /// filled. Otherwise, after the next start appends to that file and crashes, abnormal recovery
@@ -1119,14 +1131,7 @@ async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
         .await
         .unwrap();
     settle(&store).await;
-    let idx = store.index().unwrap();
-    let missing: Vec<u32> = (0..110u32)
-        .filter(|i| {
-            idx.query("Safe", &format!("k{i}"), 4, 0, i64::MAX)
-                .phy_offsets
-                .is_empty()
-        })
-        .collect();
+    let missing = keys_not_found(&store, "Safe", 110);
     assert_eq!(missing, Vec::<u32>::new(), "keys lost from the index");
     store.shutdown().await.unwrap();
 }
@@ -1180,14 +1185,7 @@ async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_r
             .await
             .unwrap();
         settle(&store).await;
-        let idx = store.index().unwrap();
-        let missing: Vec<u32> = (0..100u32)
-            .filter(|i| {
-                idx.query("Died", &format!("k{i}"), 4, 0, i64::MAX)
-                    .phy_offsets
-                    .is_empty()
-            })
-            .collect();
+        let missing = keys_not_found(&store, "Died", 100);
         // Re-dispatch after either kind of crash starts from the checkpoint, not the first file.
         assert!(
             store.report.scan_from > 0,
