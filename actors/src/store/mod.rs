@@ -330,6 +330,9 @@ impl RecoveryProgress {
         state: &StoreState,
     ) -> std::io::Result<()> {
         let first = !self.synced;
+        fail::fail_point!("recovery-progress-sync", |_| Err(std::io::Error::other(
+            "recovery: syncing CommitLog files failed: injected by a fail point"
+        )));
         if first {
             let files = self.files.clone();
             tokio::task::spawn_blocking(move || {
@@ -408,6 +411,29 @@ pub struct Store {
 
 fn arbiter() -> Arbiter {
     Arbiter::new()
+}
+
+/// The arbiters [`Store::open_with`] has started so far. If the open fails part-way they are
+/// stopped, so no actor of a store that never opened goes on writing its files (an in-process
+/// retry would otherwise run a second set of writers over them). On success the `Store` takes
+/// them.
+struct Started(Vec<Arbiter>);
+
+impl Started {
+    fn push(&mut self, a: Arbiter) {
+        self.0.push(a);
+    }
+    fn into_inner(mut self) -> Vec<Arbiter> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        for a in &self.0 {
+            a.stop();
+        }
+    }
 }
 
 impl Store {
@@ -593,7 +619,7 @@ impl Store {
         let view = log.view();
         let reader = StoreReader::new(view.clone(), cqs.table());
 
-        let mut arbiters = Vec::new();
+        let mut arbiters = Started(Vec::new());
         let cq_arb = arbiter();
         let cq_builder = start_on(
             Some(&cq_arb.handle()),
@@ -912,7 +938,7 @@ impl Store {
             reader,
             index: index_reader,
             state,
-            arbiters: std::sync::Mutex::new(arbiters),
+            arbiters: std::sync::Mutex::new(arbiters.into_inner()),
             report,
         })
     }

@@ -1,0 +1,103 @@
+//! A store open that fails part-way stops the actors it had started (a test binary of its own:
+//! it counts the process's threads by name, which tests running beside it in one process would
+//! disturb).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actormq::store::{PreviousRun, Store, StoreParams};
+use actormq_core::clock::SystemClock;
+use actormq_core::format::properties;
+use actormq_core::format::record::{body_crc, NewMessage};
+use bytes::Bytes;
+
+/// Threads named after the actors that run during recovery's re-dispatch.
+fn dispatch_threads() -> usize {
+    const NAMES: [&str; 3] = ["consume_queue_b", "index_builder", "reput_dispatche"];
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|comm| NAMES.contains(&comm.trim()))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[actix::test]
+async fn an_open_failing_during_recovery_stops_the_actors_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(StoreParams::for_tests(dir.path()), Arc::new(SystemClock))
+            .await
+            .unwrap();
+        for i in 0..50u32 {
+            let body = Bytes::from(vec![1u8; 500]);
+            let m = NewMessage {
+                topic: "Fail".into(),
+                queue_id: 0,
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 0,
+                born_host: "127.0.0.1:40000".parse().unwrap(),
+                store_host: "127.0.0.1:10911".parse().unwrap(),
+                reconsume_times: 0,
+                prepared_tx_offset: 0,
+                body_crc: body_crc(&body),
+                body,
+                properties: properties::encode(&[(properties::keys::KEYS, &format!("k{i}"))]),
+            };
+            store.put(m).await.unwrap();
+        }
+        store.shutdown().await.unwrap();
+    }
+    assert_eq!(
+        dispatch_threads(),
+        0,
+        "a clean stop joins every actor thread"
+    );
+    // As after a crash before the first checkpoint: recovery re-dispatches everything and writes
+    // a progress checkpoint, whose CommitLog sync the fail point makes fail.
+    std::fs::write(dir.path().join("checkpoint"), vec![0u8; 4096]).unwrap();
+    fail::cfg("recovery-progress-sync", "return").unwrap();
+    let err = Store::open_with(
+        StoreParams::for_tests(dir.path()),
+        Arc::new(SystemClock),
+        None,
+        PreviousRun::Crashed,
+    )
+    .await
+    .err()
+    .expect("the open fails");
+    fail::remove("recovery-progress-sync");
+    assert!(err.to_string().contains("injected"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatch_threads() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} actor threads of the failed open still run after 10 s",
+            dispatch_threads()
+        );
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The store opens normally afterwards.
+    let store = Store::open_with(
+        StoreParams::for_tests(dir.path()),
+        Arc::new(SystemClock),
+        None,
+        PreviousRun::Crashed,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store
+            .reader()
+            .consume_queues()
+            .get("Fail", 0)
+            .unwrap()
+            .max_offset()
+            .0,
+        50
+    );
+    store.shutdown().await.unwrap();
+}
