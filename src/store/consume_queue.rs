@@ -206,12 +206,47 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// Recovery (spec §6.4): scan from the third-last file, stop at the first invalid unit, cut
-    /// the queue there. Returns the number of valid units.
+    /// Recovery (spec §6.4): scan from the third-last file that holds a unit, stop at the first
+    /// invalid unit, cut the queue there. Returns the number of valid units.
+    ///
+    /// RocketMQ scans from the third-last file. After a power loss a queue can end in more than
+    /// two files whose units are all zeros: the files were created and sized on the device, their
+    /// units were lost with the page cache (each holds 300,000 units by default, but
+    /// `mappedFileSizeConsumeQueue` can make them small). Scanning from the third-last file would
+    /// then start past the last unit that survived and count the zeros before it as units, and
+    /// re-dispatch would skip those queue offsets as already written: holes a consumer cannot
+    /// read. So trailing files whose first unit is zeros are left out when picking the start.
     pub fn recover(&mut self) -> io::Result<QueueOffset> {
+        self.recover_with(None)
+    }
+
+    /// [`ConsumeQueue::recover`] after a crash: `unsynced_from` is where CommitLog recovery
+    /// starts, the offset before which the checkpoint says every unit was flushed. Units of
+    /// records from there on may be lost in any file that holds them, not only in the last
+    /// three: the files of a killed process's last second are dirty in the page cache, the next
+    /// start's cut syncs only the last one, and write-back order is the kernel's — a power loss
+    /// then leaves files of zeros followed by one that is whole. So the scan also starts no later
+    /// than the last file whose first unit points before `unsynced_from` (a binary search: one
+    /// unit read per step).
+    pub fn recover_with(&mut self, unsynced_from: Option<u64>) -> io::Result<QueueOffset> {
         let files = self.files.files();
         let size = self.files.file_size();
-        let start = files.len().saturating_sub(3);
+        let first_unit = |f: &Arc<super::mapped_file::MappedFile>| {
+            f.read(0, CQ_UNIT_SIZE).and_then(CqUnit::decode)
+        };
+        let held = files
+            .iter()
+            .rposition(|f| first_unit(f).is_some_and(|u| u.is_valid() || u == CqUnit::PRE_BLANK))
+            .map_or(0, |i| i + 1);
+        let mut start = held.saturating_sub(3);
+        if let Some(from) = unsynced_from {
+            let flushed = files[..start].partition_point(|f| {
+                first_unit(f).is_some_and(|u| {
+                    u == CqUnit::PRE_BLANK || (u.is_valid() && (u.phy_offset as u64) < from)
+                })
+            });
+            start = start.min(flushed.saturating_sub(1));
+        }
         let mut end = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
         let mut max_phy = 0u64;
         'files: for f in &files[start..] {
@@ -380,9 +415,15 @@ impl ConsumeQueueStore {
 
     /// Recovers every queue; returns the highest CommitLog offset any unit references.
     pub fn recover(&mut self) -> io::Result<u64> {
+        self.recover_with(None)
+    }
+
+    /// [`ConsumeQueueStore::recover`] after a crash, with CommitLog recovery starting at
+    /// `unsynced_from` (see [`ConsumeQueue::recover_with`]).
+    pub fn recover_with(&mut self, unsynced_from: Option<u64>) -> io::Result<u64> {
         let mut max = 0;
         for q in self.queues.values_mut().flat_map(|m| m.values_mut()) {
-            q.recover()?;
+            q.recover_with(unsynced_from)?;
             max = max.max(q.max_physic_offset());
         }
         Ok(max)
@@ -516,6 +557,92 @@ pub(crate) mod tests {
         assert_eq!(s.max_physic_offset(), 400);
         s.put("T", 0, QueueOffset(4), unit(400)).unwrap();
         assert_eq!(v.max_offset(), QueueOffset(5));
+    }
+
+    /// A power loss can leave a queue ending in several files of zeros (created and sized on the
+    /// device, their units lost): recovery must end the queue at the last unit that survived,
+    /// not at the third-last file, and re-dispatch must then write the lost offsets again.
+    #[test]
+    fn recover_ends_at_the_last_surviving_unit_before_trailing_files_of_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+            for i in 0..30 {
+                s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+            }
+        }
+        // Units 12.. lost: files 2..5 (units 10..29) zeroed from unit 12 on.
+        let qdir = dir.path().join("T/0");
+        let zeros = |name: &str, from: usize| {
+            let path = qdir.join(name);
+            let mut raw = std::fs::read(&path).unwrap();
+            raw[from..].fill(0);
+            std::fs::write(&path, raw).unwrap();
+        };
+        zeros("00000000000000000200", 40);
+        for name in [
+            "00000000000000000300",
+            "00000000000000000400",
+            "00000000000000000500",
+        ] {
+            zeros(name, 0);
+        }
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        assert_eq!(s.recover().unwrap(), 1200);
+        let v = s.table().get("T", 0).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(12));
+        assert_eq!(s.max_physic_offset(), 1200);
+        // Re-dispatch writes the lost units again, at their offsets.
+        for i in 12..30 {
+            s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+        }
+        assert_eq!(v.max_offset(), QueueOffset(30));
+        assert_eq!(v.unit(QueueOffset(12)), Some(unit(1200)));
+        assert_eq!(v.unit(QueueOffset(29)), Some(unit(2900)));
+    }
+
+    /// After a crash, a queue can hold files of zeros followed by a whole one (a killed
+    /// process's unsynced files, the last of them synced by the next start's cut): recovery
+    /// from the CommitLog's recovery start must end the queue at the first of them, however
+    /// many whole files follow.
+    #[test]
+    fn recover_after_a_crash_ends_at_a_hole_before_the_last_three_files() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+            for i in 0..40 {
+                s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+            }
+        }
+        // Files 3..=5 (units 15..30) lost; files 6 and 7 whole.
+        let qdir = dir.path().join("T/0");
+        for n in [300u64, 400, 500] {
+            std::fs::write(qdir.join(format!("{n:020}")), [0u8; 100]).unwrap();
+        }
+        // The RocketMQ rule (the last three files) cuts at file 5 and keeps 3 and 4 as units...
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        s.recover().unwrap();
+        assert_eq!(s.table().get("T", 0).unwrap().max_offset(), QueueOffset(25));
+        drop(s);
+        for n in [500u64, 600, 700] {
+            let mut raw = vec![0u8; 100];
+            if n > 500 {
+                for (i, u) in raw.chunks_mut(20).enumerate() {
+                    u.copy_from_slice(&unit((n as i64 / 20 + i as i64) * 100).encode());
+                }
+            }
+            std::fs::write(qdir.join(format!("{n:020}")), raw).unwrap();
+        }
+        // ...a recovery told that units of records from byte 1200 on may be lost does.
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        assert_eq!(s.recover_with(Some(1200)).unwrap(), 1500);
+        let v = s.table().get("T", 0).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(15));
+        for i in 15..40 {
+            s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+        }
+        assert_eq!(v.max_offset(), QueueOffset(40));
+        assert_eq!(v.unit(QueueOffset(20)), Some(unit(2000)));
     }
 
     #[test]

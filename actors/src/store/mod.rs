@@ -456,7 +456,6 @@ impl Store {
         std::fs::create_dir_all(&params.root)?;
         let mut cqs =
             ConsumeQueueStore::load(&params.root.join("consumequeue"), params.cq_file_size)?;
-        cqs.recover()?;
         let files = MappedFileQueue::load(&params.commit_log_dir, params.commit_log_file_size)?;
         let buffered = params.transient_store_pool_size > 0;
         // Without write buffers the writer appends into write rings and commits them itself
@@ -505,6 +504,9 @@ impl Store {
         });
         let start_offset =
             start_file.and_then(|i| log.files().files().get(i).map(|f| f.file_from_offset()));
+        // After a crash, units of records from the recovery start on may be lost in any file of a
+        // queue, not only in the last three RocketMQ scans (`ConsumeQueue::recover_with`).
+        cqs.recover_with(start_offset)?;
         // Where dispatch must start again: the first record a ConsumeQueue lacks (a crash before
         // dispatch), and the end of any queue that lost units whose records lie before the scan
         // (a lost ConsumeQueue file or directory), found against the persisted queue table
