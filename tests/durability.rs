@@ -1,8 +1,14 @@
-//! Durability of the real `actormq broker` process (ECOSYSTEM Part B: T1, T2, T5(d, e), T6, T10,
-//! T14):
-//! what a producer was told is stored must still be there after a `kill -9`, a clean SIGTERM, a
-//! leftover `abort` file or a lost ConsumeQueue file; a second process must not open a store in
-//! use; a full disk must refuse writes (not crash) and accept them again once space returns.
+//! Durability of the real `actormq broker` process (ECOSYSTEM Part B: T1, T2, T3 and T4 on a
+//! real file system, T5(d, e), T6, T10, T14):
+//! what a producer was told is stored must still be there after a `kill -9`, a power loss (within
+//! what the flush type promises), a clean SIGTERM, a leftover `abort` file or a lost ConsumeQueue
+//! file; a second process must not open a store in use; a full disk must refuse writes (not
+//! crash) and accept them again once space returns.
+//!
+//! Power losses ([`LoopDisk`], [`PowerLossRig`]): the store sits on ext4 over a loop device; the
+//! broker is frozen (SIGSTOP, every thread stopped), the loop device's image file is copied —
+//! what the device holds, without the page cache — and the copy is mounted in its place (the
+//! journal replays) with the abort file's boot id changed, as after a reboot.
 //!
 //! Harness:
 //! * every test runs the binary (`CARGO_BIN_EXE_actormq`) on its own temp store, with an
@@ -772,6 +778,20 @@ async fn load<F>(addr: &str, tag: &str, seed: u64, fault: F) -> Vec<(String, i32
 where
     F: Future<Output = bool>,
 {
+    load_into(addr, tag, seed, 0..QUEUES, fault).await
+}
+
+/// [`load`] into the queues `queues` of [`TOPIC`] only.
+async fn load_into<F>(
+    addr: &str,
+    tag: &str,
+    seed: u64,
+    queues: std::ops::Range<i32>,
+    fault: F,
+) -> Vec<(String, i32, Outcome)>
+where
+    F: Future<Output = bool>,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let acks = Arc::new(AtomicUsize::new(0));
     let mut rng = Rng::new(seed);
@@ -784,11 +804,12 @@ where
         let stop = stop.clone();
         let acks = acks.clone();
         let prefix = format!("{tag}-s{s}");
+        let queues = queues.clone();
         tasks.push(tokio::spawn(async move {
             let mut out = Vec::new();
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let q = r.below(QUEUES as u64) as i32;
+                let q = queues.start + r.below((queues.end - queues.start) as u64) as i32;
                 let k = key(&format!("{prefix}-{n}"), r.below(MAX_FILLER + 1));
                 n += 1;
                 let reply = client
@@ -1137,6 +1158,14 @@ fn offline_check(root: &Path, cq_file_size: u64) -> BTreeMap<(String, i32), u64>
 
 /// The offline counts of [`TOPIC`] must equal what was read over the wire.
 fn assert_offline_matches(root: &Path, cq_file_size: u64, wire: &BTreeMap<i32, Vec<Pulled>>) {
+    assert_offline_counts(root, cq_file_size, wire);
+    assert_keys_indexed(root, wire);
+}
+
+/// The offline check ([`offline_check`]), and each queue as long offline as PULL served it.
+/// Without the index check: after a machine crash RocketMQ's recovery rebuilds the index only
+/// from the recovery start (keys of older messages are lost unless `messageIndexSafe`).
+fn assert_offline_counts(root: &Path, cq_file_size: u64, wire: &BTreeMap<i32, Vec<Pulled>>) {
     let counts = offline_check(root, cq_file_size);
     for (q, got) in wire {
         assert_eq!(
@@ -1145,7 +1174,6 @@ fn assert_offline_matches(root: &Path, cq_file_size: u64, wire: &BTreeMap<i32, V
             "q{q}: offline ConsumeQueue size differs from what PULL served"
         );
     }
-    assert_keys_indexed(root, wire);
 }
 
 /// Every message PULL served is found by its key in the index files (the index of [`BrokerEnv`]):
@@ -2643,5 +2671,504 @@ fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
         assert_offline_matches(&root, CQ_FILE_SIZE, &wire);
         drop(broker);
         drop(fs);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Power loss
+// ---------------------------------------------------------------------------------------------
+
+/// Size of a [`LoopDisk`]: room for a few dozen 4 MiB CommitLog files, far below the broker's
+/// disk-space limits.
+const DISK_MIB: u64 = 256;
+
+/// What the broker logs when the abort file was written on another boot (a machine crash).
+const CRASHED_LOG: &str = "previous_run=\"crashed\"";
+
+/// The store's disk in the power-loss tests: ext4 on a loop device over an image file the test
+/// owns. The image file holds what the file system has handed to the device; what sits only in
+/// the page cache of the mounted file system (dirty data pages, metadata not yet written) is not
+/// in it. A copy of the image taken while the broker is frozen is what a power loss at that
+/// moment leaves, in a model where the device keeps every write it completed (no volatile disk
+/// cache). Mounted `data=writeback,commit=60`: file data reaches the device only by an fsync or
+/// page write-back, and the journal commits at an fsync or after 60 s, so nothing becomes
+/// durable early on the journal's account (`data=ordered` would write newly allocated data at
+/// every commit). A copy is mounted as a boot would mount it: the journal is replayed.
+struct LoopDisk {
+    img: PathBuf,
+    mnt: PathBuf,
+    cleanup: Arc<Cleanup>,
+}
+
+/// Runs `cmd`; panics with its stderr if it fails.
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("{cmd:?}: {e} (the power-loss tests need root and loop devices)")
+    });
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {} {} (the power-loss tests need root and loop devices)",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
+
+impl LoopDisk {
+    /// A new, empty file system of [`DISK_MIB`] in the image `img`, mounted at `mnt`.
+    fn create(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path) -> LoopDisk {
+        std::fs::File::create(img)
+            .and_then(|f| f.set_len(DISK_MIB * 1024 * 1024))
+            .unwrap_or_else(|e| panic!("create {}: {e}", img.display()));
+        run_ok(
+            Command::new("mkfs.ext4")
+                .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
+                .arg(img),
+        );
+        LoopDisk::mount(cleanup, img, mnt)
+    }
+
+    /// Mounts the image `img` at `mnt`.
+    fn mount(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path) -> LoopDisk {
+        std::fs::create_dir_all(mnt).expect("mount point");
+        run_ok(
+            Command::new("mount")
+                .args(["-o", "loop,data=writeback,commit=60"])
+                .arg(img)
+                .arg(mnt),
+        );
+        cleanup.add_mount(mnt);
+        LoopDisk {
+            img: img.to_path_buf(),
+            mnt: mnt.to_path_buf(),
+            cleanup: cleanup.clone(),
+        }
+    }
+
+    /// Copies the image as the device holds it now to `to`: the disk after a power loss now.
+    fn power_loss_copy(&self, to: &Path) {
+        run_ok(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(&self.img)
+                .arg(to),
+        );
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+        self.cleanup.remove_mount(&self.mnt);
+    }
+}
+
+/// SIGSTOPs `pid` and waits (at most [`WAIT_LIMIT`]) until every thread of it has stopped. A
+/// thread inside a system call (an `fdatasync`, a `pwrite`) stops only once the call returns, so
+/// afterwards nothing the broker asked of the file system is still under way, and every reply it
+/// has sent was sent before this returned. Returns the moment all threads were stopped.
+fn freeze(pid: i32) -> Instant {
+    // SAFETY: kill(2) on our own child, not reaped yet (the caller holds its `Broker`).
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let deadline = Instant::now() + WAIT_LIMIT;
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/<pid>/task");
+        let running: Vec<String> = tasks
+            .filter_map(|t| {
+                let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
+                // "tid (comm) S ...": the state follows the last ')' (comm may hold anything).
+                let end = stat.rfind(')')? + 1;
+                let state = stat[end..].split_whitespace().next()?;
+                (state != "T" && state != "t").then(|| stat[..end].to_string())
+            })
+            .collect();
+        if running.is_empty() {
+            return Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "threads of {pid} still not stopped {WAIT_LIMIT:?} after SIGSTOP: {running:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// What a reboot changes for the next start: the kernel's boot id. The abort file holds the boot
+/// id of the start that wrote it; giving it another one makes the next start see a machine crash,
+/// as it would after a real power loss.
+fn as_if_rebooted(root: &Path) {
+    let abort = root.join("abort");
+    let text = std::fs::read_to_string(&abort).expect("the abort file survived the power loss");
+    let pid = text.lines().next().unwrap_or("0");
+    std::fs::write(
+        &abort,
+        format!("{pid}\nboot_id=00000000-0000-4000-8000-0000000000ff\n"),
+    )
+    .expect("rewrite the abort file");
+}
+
+/// The disk of a power-loss test and the images it goes through: `dir/disk-<n>.img`, mounted at
+/// `dir/mnt`, so the store's path stays the same across power losses.
+struct PowerLossRig {
+    dir: PathBuf,
+    mnt: PathBuf,
+    disk: Option<LoopDisk>,
+    images: usize,
+    cleanup: Arc<Cleanup>,
+}
+
+impl PowerLossRig {
+    fn new(cleanup: &Arc<Cleanup>, dir: &Path) -> PowerLossRig {
+        let mnt = dir.join("mnt");
+        let img = dir.join("disk-0.img");
+        let disk = LoopDisk::create(cleanup, &img, &mnt);
+        PowerLossRig {
+            dir: dir.to_path_buf(),
+            mnt,
+            disk: Some(disk),
+            images: 1,
+            cleanup: cleanup.clone(),
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.mnt.join("store")
+    }
+
+    /// Freezes `pid` and copies the disk as it is then (the next image); returns the moment of the
+    /// freeze. The caller kills the frozen process, then calls [`PowerLossRig::boot`].
+    fn cut_power(&mut self, pid: i32) -> Instant {
+        let at = freeze(pid);
+        let next = self.dir.join(format!("disk-{}.img", self.images));
+        self.disk
+            .as_ref()
+            .expect("a mounted disk")
+            .power_loss_copy(&next);
+        at
+    }
+
+    /// After the frozen broker is gone: unmounts the disk, deletes its image and mounts the copy
+    /// [`PowerLossRig::cut_power`] made in its place, its abort file marked as from another boot.
+    fn boot(&mut self) {
+        let old = self.disk.take().expect("a mounted disk");
+        let old_img = old.img.clone();
+        drop(old);
+        let _ = std::fs::remove_file(old_img);
+        let img = self.dir.join(format!("disk-{}.img", self.images));
+        self.images += 1;
+        self.disk = Some(LoopDisk::mount(&self.cleanup, &img, &self.mnt));
+        as_if_rebooted(&self.root());
+    }
+}
+
+/// Starts a broker on the disk after [`PowerLossRig::boot`] and checks it took the machine-crash
+/// path.
+fn start_after_power_loss(cleanup: &Arc<Cleanup>, env: &BrokerEnv, what: &str) -> Broker {
+    let broker = Broker::start(cleanup, env);
+    assert_abnormal_start(&broker);
+    assert!(
+        broker.output().contains(CRASHED_LOG),
+        "{what}: a start after a power loss must take the machine-crash path ({CRASHED_LOG}):\n{}",
+        broker.tail(30)
+    );
+    broker
+}
+
+/// Power losses under load: [`POWER_LOSSES`] times, 4 producers load the broker, and a random
+/// moment later the disk is cut as a power loss would leave it (see [`LoopDisk`]); the broker
+/// starts on that disk, and `check` judges what it serves against the ledger. Returns the seed
+/// and the per-cycle (acknowledged, lost) counts.
+fn power_loss_cycles(
+    name: &'static str,
+    cleanup: &Arc<Cleanup>,
+    flush: &str,
+    delay_ms: (u64, u64),
+    mut check: impl FnMut(&tokio::runtime::Runtime, &Broker, &mut Ledger, Instant, usize) -> usize,
+) -> (u64, Vec<(usize, usize)>) {
+    let seed = seed_for(name);
+    let mut rng = Rng::new(seed);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut rig = PowerLossRig::new(cleanup, dir.path());
+    let root = rig.root();
+    let env = BrokerEnv::new(&root).set("FLUSHDISKTYPE", flush);
+    let rt = runtime();
+    let mut ledger = Ledger::default();
+    let mut broker = Broker::start(cleanup, &env);
+    let mut report = Vec::new();
+    for cycle in 0..POWER_LOSSES {
+        let delay = Duration::from_millis(rng.range(delay_ms.0, delay_ms.1));
+        let pid = broker.pid;
+        let mut cut_at = None;
+        let results = rt.block_on(load(
+            &broker.addr,
+            &format!("p{cycle}"),
+            rng.next_u64(),
+            async {
+                tokio::time::sleep(delay).await;
+                cut_at = Some(rig.cut_power(pid));
+                // SAFETY: kill(2) on our frozen, unreaped child: the power is off.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                false
+            },
+        ));
+        let cut_at = cut_at.expect("the power was cut");
+        let acked = ledger.record_all(results);
+        let st = broker
+            .wait_exit(WAIT_LIMIT)
+            .expect("the broker exits after SIGKILL");
+        assert_eq!(st.signal(), Some(libc::SIGKILL), "cycle {cycle}: {st}");
+        drop(broker);
+        rig.boot();
+        broker = start_after_power_loss(cleanup, &env, &format!("{name} cycle {cycle}"));
+        let lost = check(&rt, &broker, &mut ledger, cut_at, cycle);
+        report.push((acked, lost));
+    }
+    let wire = rt.block_on(verify(&broker.addr, &ledger, name));
+    broker.stop_cleanly();
+    assert_offline_counts(&root, CQ_FILE_SIZE, &wire);
+    drop(broker);
+    drop(rig);
+    (seed, report)
+}
+
+/// Power losses of [`power_loss_cycles`] per test.
+const POWER_LOSSES: usize = 6;
+
+/// ECOSYSTEM T3 on a real file system: SYNC_FLUSH promises that an acknowledged message is on the
+/// device, so a power loss — unlike kill -9, it takes the page cache with it — must lose nothing
+/// acknowledged. [`POWER_LOSSES`] power losses under load, each at a random 0.3–1.5 s after the
+/// first acknowledgement; after each, the broker on the disk the loss left must serve every
+/// acknowledged message at its queue offset, with no phantom and no gap.
+#[test]
+fn power_loss_under_sync_flush_loses_no_acknowledged_message() {
+    const NAME: &str = "power_loss_under_sync_flush_loses_no_acknowledged_message";
+    bounded(NAME, Duration::from_secs(170), move |cleanup| {
+        let (seed, report) = power_loss_cycles(
+            NAME,
+            &cleanup,
+            "SYNC_FLUSH",
+            (300, 1500),
+            |rt, broker, ledger, _, cycle| {
+                rt.block_on(verify(
+                    &broker.addr,
+                    ledger,
+                    &format!("{NAME} cycle {cycle}"),
+                ));
+                0
+            },
+        );
+        eprintln!("{NAME}: seed {seed}; acknowledged per power loss: {report:?}");
+    });
+}
+
+/// Slack on top of `flushIntervalCommitLog` (500 ms) for ASYNC_FLUSH's loss window: the flush
+/// that follows an append may start up to one interval later and takes its own time, on a loop
+/// device over a shared disk.
+const ASYNC_SLACK: Duration = Duration::from_millis(1000);
+
+/// ECOSYSTEM T4 on a real file system: under ASYNC_FLUSH a power loss may lose acknowledged
+/// messages, but only those of the last flush interval: each lost one must have been
+/// acknowledged within `flushIntervalCommitLog` plus [`ASYNC_SLACK`] of the power loss, and in
+/// every queue the lost ones form a suffix (nothing present after a hole). Everything older —
+/// flushed CommitLog, and ConsumeQueue units the checkpoint counts as flushed — must be served.
+/// Loads of 2–3.5 s, so each cut has acknowledgements older than the window.
+#[test]
+fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
+    const NAME: &str = "power_loss_under_async_flush_loses_only_the_last_flush_interval";
+    bounded(NAME, Duration::from_secs(170), move |cleanup| {
+        let window = Duration::from_millis(500) + ASYNC_SLACK;
+        let mut oldest = Vec::new();
+        let (seed, report) = power_loss_cycles(
+            NAME,
+            &cleanup,
+            "ASYNC_FLUSH",
+            (2000, 3500),
+            |rt, broker, ledger, cut_at, cycle| {
+                let (lost, old) = rt.block_on(settle_losses(
+                    &broker.addr,
+                    ledger,
+                    cut_at,
+                    window,
+                    &format!("{NAME} cycle {cycle}"),
+                ));
+                oldest.push(old.map(|d| d.as_millis()));
+                lost
+            },
+        );
+        eprintln!(
+            "{NAME}: seed {seed}; per power loss (acknowledged, lost): {report:?}; oldest lost \
+             acknowledgement before the cut, ms: {oldest:?}"
+        );
+    });
+}
+
+/// T6 against a power loss: what a recovering start counts in its progress checkpoints must be
+/// on the device. An early load goes to queues 0 and 1 only; 4 s later a 5 s load goes to queues
+/// 2 and 3 and is cut by kill -9 (its last acknowledgements only in the page cache). Then the
+/// checkpoint is zeroed, and the ConsumeQueues of queues 0 and 1 and the queue table are deleted
+/// (a store RocketMQ wrote has no table): the next start must scan every file and rebuild those
+/// two ConsumeQueues, in the page cache. A fail point holds it right after its progress
+/// checkpoint into the last CommitLog file, and the power is cut there. The start on the disk
+/// that leaves scans from where that checkpoint says, a file of late records, so it never meets
+/// a record of queues 0 and 1: it serves them only if their rebuilt units were synced before the
+/// checkpoint counted them. Every acknowledged message of all four queues must be served.
+#[test]
+fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
+    const NAME: &str = "power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint";
+    const PROGRESS: &str = "recovery progress checkpointed";
+    bounded(NAME, Duration::from_secs(170), move |cleanup| {
+        let seed = seed_for(NAME);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut rig = PowerLossRig::new(&cleanup, dir.path());
+        let root = rig.root();
+        let env = BrokerEnv::new(&root);
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let early = rt.block_on(load_into(
+            &broker.addr,
+            "early",
+            rng.next_u64(),
+            0..2,
+            async {
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                true
+            },
+        ));
+        let mut acked = ledger.record_all(early);
+        // Longer than the checkpoint's 3 s margin: progress into the late files moves the next
+        // start past the early ones.
+        std::thread::sleep(Duration::from_millis(4000));
+        let pid = broker.pid;
+        // Long enough that the checkpoint's start, 3 s before the last file's records, is a file
+        // of late records only: the scan after the power loss must not meet queues 0 and 1.
+        let late = rt.block_on(load_into(
+            &broker.addr,
+            "late",
+            rng.next_u64(),
+            2..4,
+            async {
+                tokio::time::sleep(Duration::from_millis(5000)).await;
+                // SAFETY: kill(2) on our running, unreaped child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                false
+            },
+        ));
+        acked += ledger.record_all(late);
+        broker
+            .wait_exit(WAIT_LIMIT)
+            .expect("the broker exits after SIGKILL");
+        drop(broker);
+        let files = std::fs::read_dir(root.join("commitlog"))
+            .expect("commitlog dir")
+            .filter(|e| {
+                let mut head = [0u8; 4];
+                let path = e.as_ref().expect("dir entry").path();
+                std::fs::File::open(path)
+                    .and_then(|mut f| f.read_exact(&mut head))
+                    .is_ok()
+                    && head != [0; 4]
+            })
+            .count();
+        assert!(files >= 4, "the loads filled {files} CommitLog files");
+        let topic_dir = root.join("consumequeue").join(TOPIC);
+        for q in ["0", "1"] {
+            std::fs::remove_dir_all(topic_dir.join(q)).expect("delete a ConsumeQueue");
+        }
+        std::fs::remove_file(root.join("config/consumeQueueMaxOffsets.json"))
+            .expect("delete the queue table");
+        std::fs::write(root.join("checkpoint"), vec![0u8; 4096]).expect("zero the checkpoint");
+        // These changes on the device (the journal commits them with the directories); nothing
+        // else is synced, so what the killed process left in the page cache stays there.
+        for f in [root.join("checkpoint"), root.join("config"), topic_dir] {
+            std::fs::File::open(&f)
+                .and_then(|f| f.sync_all())
+                .unwrap_or_else(|e| panic!("sync {}: {e}", f.display()));
+        }
+
+        let held = files - 1;
+        // The ConsumeQueue flush timer set far out, so that only the progress checkpoints flush
+        // the rebuilt units: what is on the device at the cut is what they made durable.
+        let first_env = env.clone().set("FLUSHINTERVALCONSUMEQUEUE", "600000").var(
+            "FAILPOINTS",
+            &format!("recovery-progress-checkpoint={}*off->pause", held - 1),
+        );
+        let mut first = Broker::spawn(&cleanup, &first_env);
+        let deadline = Instant::now() + START_LIMIT;
+        let last_progress = loop {
+            let progress: Vec<String> = first
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(PROGRESS))
+                .cloned()
+                .collect();
+            if progress.len() >= held {
+                break progress[held - 1].clone();
+            }
+            if let Some(st) = first.poll_exit() {
+                panic!("the first start exited ({st}):\n{}", first.output());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} of {held} progress checkpoints within {START_LIMIT:?}:\n{}",
+                progress.len(),
+                first.tail(40)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        rig.cut_power(first.pid);
+        first.signal(libc::SIGKILL);
+        first
+            .wait_exit(WAIT_LIMIT)
+            .expect("the first start exits after SIGKILL");
+        let out = first.output();
+        assert!(
+            out.contains("same_boot=true") && !out.contains("broker started"),
+            "the first start recovers from a process death and is held inside recovery:\n{out}"
+        );
+        assert_eq!(
+            out.matches(PROGRESS).count(),
+            held,
+            "held at its {held}-th progress checkpoint:\n{out}"
+        );
+        let next_start: usize = log_field(&last_progress, "next_start_file")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no next_start_file in {last_progress:?}"));
+        assert!(
+            next_start >= 1,
+            "the checkpoint moves the next start past the first of {files} files: {last_progress}"
+        );
+        drop(first);
+
+        rig.boot();
+        let mut broker = start_after_power_loss(&cleanup, &env, NAME);
+        let recovered = log_line(&broker, "store recovered").expect("a `store recovered` line");
+        let scan_from: u64 = log_field(&recovered, "scan_from")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no scan_from in {recovered:?}"));
+        assert_eq!(
+            scan_from,
+            next_start as u64 * CL_FILE_SIZE,
+            "the start after the power loss scans from file {next_start}, as the progress \
+             checkpoint on the device said: {recovered}"
+        );
+        let wire = rt.block_on(verify(&broker.addr, &ledger, NAME));
+        broker.stop_cleanly();
+        eprintln!(
+            "{NAME}: seed {seed}, {acked} acked over {files} CommitLog files; power cut at \
+             progress checkpoint {held}: {last_progress}; the start after it: {recovered}"
+        );
+        assert_offline_counts(&root, CQ_FILE_SIZE, &wire);
+        drop(broker);
+        drop(rig);
     });
 }
