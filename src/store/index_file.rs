@@ -306,10 +306,18 @@ impl IndexFile {
             index_count: 1,
         });
         f.write_header();
+        // Inode and header on the disk before a name points at them, and the name with them (as
+        // `MappedFile`'s creation: without a journal, a power loss could otherwise leave the
+        // name pointing at a stale inode, or lose it while the checkpoint counts the file).
+        if let Err(e) = f._file.sync_all() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_err(&path, "sync")(e));
+        }
         // hard_link never replaces an existing file (unlike rename).
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
         linked.map_err(io_err(&path, "link"))?;
+        super::mapped_file::sync_dir(dir).map_err(io_err(&path, "sync the directory of"))?;
         Ok(f)
     }
 
