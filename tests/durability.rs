@@ -2693,11 +2693,24 @@ const CRASHED_LOG: &str = "previous_run=\"crashed\"";
 /// cache). Mounted `data=writeback,commit=60`: file data reaches the device only by an fsync or
 /// page write-back, and the journal commits at an fsync or after 60 s, so nothing becomes
 /// durable early on the journal's account (`data=ordered` would write newly allocated data at
-/// every commit). A copy is mounted as a boot would mount it: the journal is replayed.
+/// every commit). A copy is mounted as a boot would mount it: the journal is replayed (or, on
+/// [`Fs::NoJournal`], the copy is repaired with `e2fsck -fy` first).
 struct LoopDisk {
     img: PathBuf,
     mnt: PathBuf,
+    fs: Fs,
     cleanup: Arc<Cleanup>,
+}
+
+/// The file system of a [`LoopDisk`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fs {
+    /// ext4 with a journal, mounted `data=writeback,commit=60`.
+    Journaled,
+    /// ext4 without a journal, as this machine's root file system: no journal commit makes a
+    /// directory entry or a file size durable along with another file's `fsync`, so each must be
+    /// synced by whoever depends on it.
+    NoJournal,
 }
 
 /// Runs `cmd`; panics with its stderr if it fails.
@@ -2715,24 +2728,46 @@ fn run_ok(cmd: &mut Command) {
 
 impl LoopDisk {
     /// A new, empty file system of [`DISK_MIB`] in the image `img`, mounted at `mnt`.
-    fn create(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path) -> LoopDisk {
+    fn create(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path, fs: Fs) -> LoopDisk {
         std::fs::File::create(img)
             .and_then(|f| f.set_len(DISK_MIB * 1024 * 1024))
             .unwrap_or_else(|e| panic!("create {}: {e}", img.display()));
-        run_ok(
-            Command::new("mkfs.ext4")
-                .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
-                .arg(img),
-        );
-        LoopDisk::mount(cleanup, img, mnt)
+        let mut mkfs = Command::new("mkfs.ext4");
+        mkfs.args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"]);
+        if fs == Fs::NoJournal {
+            mkfs.args(["-O", "^has_journal"]);
+        }
+        run_ok(mkfs.arg(img));
+        LoopDisk::mount(cleanup, img, mnt, fs)
     }
 
-    /// Mounts the image `img` at `mnt`.
-    fn mount(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path) -> LoopDisk {
+    /// Mounts the image `img` at `mnt`; a [`Fs::NoJournal`] image is first checked and repaired
+    /// with `e2fsck -fy`, as a boot after a crash would (a clean image passes unchanged).
+    fn mount(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path, fs: Fs) -> LoopDisk {
         std::fs::create_dir_all(mnt).expect("mount point");
+        let options = match fs {
+            Fs::Journaled => "loop,data=writeback,commit=60",
+            Fs::NoJournal => {
+                let out = Command::new("e2fsck")
+                    .args(["-f", "-y"])
+                    .arg(img)
+                    .output()
+                    .expect("run e2fsck");
+                // 0: clean; 1: errors corrected; 2: corrected, reboot advised (a root file
+                // system). 4 and up: errors left, or e2fsck failed.
+                assert!(
+                    out.status.code().is_some_and(|c| c <= 2),
+                    "e2fsck {}: {}\n{}",
+                    img.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout)
+                );
+                "loop"
+            }
+        };
         run_ok(
             Command::new("mount")
-                .args(["-o", "loop,data=writeback,commit=60"])
+                .args(["-o", options])
                 .arg(img)
                 .arg(mnt),
         );
@@ -2740,6 +2775,7 @@ impl LoopDisk {
         LoopDisk {
             img: img.to_path_buf(),
             mnt: mnt.to_path_buf(),
+            fs,
             cleanup: cleanup.clone(),
         }
     }
@@ -2823,10 +2859,10 @@ struct PowerLossRig {
 }
 
 impl PowerLossRig {
-    fn new(cleanup: &Arc<Cleanup>, dir: &Path) -> PowerLossRig {
+    fn new(cleanup: &Arc<Cleanup>, dir: &Path, fs: Fs) -> PowerLossRig {
         let mnt = dir.join("mnt");
         let img = dir.join("disk-0.img");
-        let disk = LoopDisk::create(cleanup, &img, &mnt);
+        let disk = LoopDisk::create(cleanup, &img, &mnt, fs);
         PowerLossRig {
             dir: dir.to_path_buf(),
             mnt,
@@ -2856,12 +2892,12 @@ impl PowerLossRig {
     /// [`PowerLossRig::cut_power`] made in its place, its abort file marked as from another boot.
     fn boot(&mut self) {
         let old = self.disk.take().expect("a mounted disk");
-        let old_img = old.img.clone();
+        let (old_img, fs) = (old.img.clone(), old.fs);
         drop(old);
         let _ = std::fs::remove_file(old_img);
         let img = self.dir.join(format!("disk-{}.img", self.images));
         self.images += 1;
-        self.disk = Some(LoopDisk::mount(&self.cleanup, &img, &self.mnt));
+        self.disk = Some(LoopDisk::mount(&self.cleanup, &img, &self.mnt, fs));
         as_if_rebooted(&self.root());
     }
 }
@@ -2881,21 +2917,26 @@ fn start_after_power_loss(cleanup: &Arc<Cleanup>, env: &BrokerEnv, what: &str) -
 
 /// Power losses under load: [`POWER_LOSSES`] times, 4 producers load the broker, and a random
 /// moment later the disk is cut as a power loss would leave it (see [`LoopDisk`]); the broker
-/// starts on that disk, and `check` judges what it serves against the ledger. Returns the seed
-/// and the per-cycle (acknowledged, lost) counts.
+/// starts on that disk, and `check` judges what it serves against the ledger. `settings` are
+/// `ACTORMQ_<key>` values of the broker. Returns the seed and the per-cycle (acknowledged, lost)
+/// counts.
 fn power_loss_cycles(
     name: &'static str,
     cleanup: &Arc<Cleanup>,
-    flush: &str,
+    fs: Fs,
+    settings: &[(&str, &str)],
     delay_ms: (u64, u64),
     mut check: impl FnMut(&tokio::runtime::Runtime, &Broker, &mut Ledger, Instant, usize) -> usize,
 ) -> (u64, Vec<(usize, usize)>) {
     let seed = seed_for(name);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut rig = PowerLossRig::new(cleanup, dir.path());
+    let mut rig = PowerLossRig::new(cleanup, dir.path(), fs);
     let root = rig.root();
-    let env = BrokerEnv::new(&root).set("FLUSHDISKTYPE", flush);
+    let mut env = BrokerEnv::new(&root);
+    for (k, v) in settings {
+        env = env.set(k, v);
+    }
     let rt = runtime();
     let mut ledger = Ledger::default();
     let mut broker = Broker::start(cleanup, &env);
@@ -2944,49 +2985,91 @@ const POWER_LOSSES: usize = 6;
 /// acknowledged. [`POWER_LOSSES`] power losses under load, each at a random 0.3–1.5 s after the
 /// first acknowledgement; after each, the broker on the disk the loss left must serve every
 /// acknowledged message at its queue offset, with no phantom and no gap.
-#[test]
-fn power_loss_under_sync_flush_loses_no_acknowledged_message() {
-    const NAME: &str = "power_loss_under_sync_flush_loses_no_acknowledged_message";
-    bounded(NAME, Duration::from_secs(170), move |cleanup| {
+fn power_loss_loses_nothing_acknowledged(
+    name: &'static str,
+    fs: Fs,
+    settings: &'static [(&str, &str)],
+) {
+    bounded(name, Duration::from_secs(170), move |cleanup| {
         let (seed, report) = power_loss_cycles(
-            NAME,
+            name,
             &cleanup,
-            "SYNC_FLUSH",
+            fs,
+            settings,
             (300, 1500),
             |rt, broker, ledger, _, cycle| {
                 rt.block_on(verify(
                     &broker.addr,
                     ledger,
-                    &format!("{NAME} cycle {cycle}"),
+                    &format!("{name} cycle {cycle}"),
                 ));
                 0
             },
         );
-        eprintln!("{NAME}: seed {seed}; acknowledged per power loss: {report:?}");
+        eprintln!("{name}: seed {seed}; (acknowledged, lost) per power loss: {report:?}");
     });
 }
 
-/// Slack on top of `flushIntervalCommitLog` (500 ms) for ASYNC_FLUSH's loss window: the flush
+#[test]
+fn power_loss_under_sync_flush_loses_no_acknowledged_message() {
+    power_loss_loses_nothing_acknowledged(
+        "power_loss_under_sync_flush_loses_no_acknowledged_message",
+        Fs::Journaled,
+        &[("FLUSHDISKTYPE", "SYNC_FLUSH")],
+    );
+}
+
+/// The same on ext4 without a journal, as this machine's root file system: a new CommitLog,
+/// ConsumeQueue or index file, and a config file's rename, survive only if their directory is
+/// synced too; the copy is repaired by `e2fsck` before the next start, as at a boot.
+#[test]
+fn power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message() {
+    power_loss_loses_nothing_acknowledged(
+        "power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message",
+        Fs::NoJournal,
+        &[("FLUSHDISKTYPE", "SYNC_FLUSH")],
+    );
+}
+
+/// SYNC_FLUSH with write buffers (two, and 512 KiB CommitLog files, so buffers are recycled): a
+/// message is acknowledged after the group committer's `pwrite` and `fdatasync`.
+#[test]
+fn power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message() {
+    power_loss_loses_nothing_acknowledged(
+        "power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message",
+        Fs::Journaled,
+        &[
+            ("FLUSHDISKTYPE", "SYNC_FLUSH"),
+            ("TRANSIENTSTOREPOOLENABLE", "true"),
+            ("TRANSIENTSTOREPOOLSIZE", "2"),
+            ("MAPPEDFILESIZECOMMITLOG", "524288"),
+        ],
+    );
+}
+
+/// Slack on top of the flush (and commit) intervals for ASYNC_FLUSH's loss window: the flush
 /// that follows an append may start up to one interval later and takes its own time, on a loop
 /// device over a shared disk.
 const ASYNC_SLACK: Duration = Duration::from_millis(1000);
 
 /// ECOSYSTEM T4 on a real file system: under ASYNC_FLUSH a power loss may lose acknowledged
-/// messages, but only those of the last flush interval: each lost one must have been
-/// acknowledged within `flushIntervalCommitLog` plus [`ASYNC_SLACK`] of the power loss, and in
-/// every queue the lost ones form a suffix (nothing present after a hole). Everything older —
-/// flushed CommitLog, and ConsumeQueue units the checkpoint counts as flushed — must be served.
-/// Loads of 2–3.5 s, so each cut has acknowledgements older than the window.
-#[test]
-fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
-    const NAME: &str = "power_loss_under_async_flush_loses_only_the_last_flush_interval";
-    bounded(NAME, Duration::from_secs(170), move |cleanup| {
-        let window = Duration::from_millis(500) + ASYNC_SLACK;
+/// messages, but only those of the last `window` (the flush interval, plus the commit interval
+/// with write buffers, plus [`ASYNC_SLACK`]) before it, and in every queue the lost ones form a
+/// suffix (nothing present after a hole). Everything older — flushed CommitLog, and
+/// ConsumeQueue units the checkpoint counts as flushed — must be served. Loads of 2–3.5 s, so
+/// each cut has acknowledgements older than the window.
+fn power_loss_loses_only_the_window(
+    name: &'static str,
+    settings: &'static [(&str, &str)],
+    window: Duration,
+) {
+    bounded(name, Duration::from_secs(170), move |cleanup| {
         let mut oldest = Vec::new();
         let (seed, report) = power_loss_cycles(
-            NAME,
+            name,
             &cleanup,
-            "ASYNC_FLUSH",
+            Fs::Journaled,
+            settings,
             (2000, 3500),
             |rt, broker, ledger, cut_at, cycle| {
                 let (lost, old) = rt.block_on(settle_losses(
@@ -2994,17 +3077,42 @@ fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
                     ledger,
                     cut_at,
                     window,
-                    &format!("{NAME} cycle {cycle}"),
+                    &format!("{name} cycle {cycle}"),
                 ));
                 oldest.push(old.map(|d| d.as_millis()));
                 lost
             },
         );
         eprintln!(
-            "{NAME}: seed {seed}; per power loss (acknowledged, lost): {report:?}; oldest lost \
+            "{name}: seed {seed}; per power loss (acknowledged, lost): {report:?}; oldest lost \
              acknowledgement before the cut, ms: {oldest:?}"
         );
     });
+}
+
+#[test]
+fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
+    power_loss_loses_only_the_window(
+        "power_loss_under_async_flush_loses_only_the_last_flush_interval",
+        &[("FLUSHDISKTYPE", "ASYNC_FLUSH")],
+        Duration::from_millis(500) + ASYNC_SLACK,
+    );
+}
+
+/// With write buffers (two, 1 MiB CommitLog files): SEND_OK means written into a buffer, so the
+/// window adds `commitIntervalCommitLog` (200 ms) to the flush interval.
+#[test]
+fn power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals() {
+    power_loss_loses_only_the_window(
+        "power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals",
+        &[
+            ("FLUSHDISKTYPE", "ASYNC_FLUSH"),
+            ("TRANSIENTSTOREPOOLENABLE", "true"),
+            ("TRANSIENTSTOREPOOLSIZE", "2"),
+            ("MAPPEDFILESIZECOMMITLOG", "1048576"),
+        ],
+        Duration::from_millis(200 + 500) + ASYNC_SLACK,
+    );
 }
 
 /// T6 against a power loss: what a recovering start counts in its progress checkpoints must be
@@ -3025,7 +3133,7 @@ fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
         let seed = seed_for(NAME);
         let mut rng = Rng::new(seed);
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut rig = PowerLossRig::new(&cleanup, dir.path());
+        let mut rig = PowerLossRig::new(&cleanup, dir.path(), Fs::Journaled);
         let root = rig.root();
         let env = BrokerEnv::new(&root);
         let rt = runtime();
