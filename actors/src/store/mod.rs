@@ -907,10 +907,8 @@ impl Store {
             reader.clone(),
             writer.clone(),
             clock.clone(),
-            params.delay_levels_ms.clone(),
-            params.root.join("config").join("delayOffset.json"),
-            params.schedule_tick,
-            params.flush_delay_offset_interval,
+            state.clone(),
+            &params,
         )?;
         let schedule = start_with(&sched_arb.handle(), move |_| sched);
         arbiters.push(sched_arb);
@@ -1140,10 +1138,6 @@ impl Store {
         // Actors on a stopped arbiter are dropped without `stopped`, so every owner is asked to
         // make its state durable explicitly, before the threads go.
         let io = std::io::Error::other;
-        self.schedule
-            .send(PersistDelayOffsets)
-            .await
-            .map_err(io)??;
         self.cq_builder
             .send(FlushConsumeQueues { sync_all: false })
             .await
@@ -1163,6 +1157,17 @@ impl Store {
             Ok(flushed) => tracing::info!(flushed, "store flushed"),
             Err(e) => tracing::error!(error = %e, "the final CommitLog flush failed"),
         }
+        // After the final flush: the delay progress persisted counts only flushed deliveries
+        // (`schedule`), so now it can count all of them, and a clean restart repeats none.
+        let persisted = self
+            .schedule
+            .send(PersistDelayOffsets)
+            .await
+            .map_err(io)
+            .and_then(|r| r);
+        if let Err(e) = &persisted {
+            tracing::error!(error = %e, "cannot persist delayOffset.json at stop");
+        }
         let arbiters =
             std::mem::take(&mut *self.arbiters.lock().unwrap_or_else(|e| e.into_inner()));
         for a in &arbiters {
@@ -1176,6 +1181,7 @@ impl Store {
         .await
         .map_err(std::io::Error::other)?;
         flushed?;
+        persisted?;
         commit_failed.map_or(Ok(()), Err)
     }
 }

@@ -6,9 +6,18 @@
 //! CommitLog writer with every message that came due, levels in order; progress advances only for
 //! messages the writer accepted, so a failure is retried on the next tick.
 //!
+//! Invariant: the persisted progress never counts a delivery the CommitLog has not flushed. The
+//! writer accepts an append before it is on disk; RocketMQ persists the progress as it is, so a
+//! power loss after a persist can take deliveries the file already counts, and those messages
+//! are never delivered (the originals are skipped). Here a persist writes the progress as it was
+//! when the flushed position last covered every delivery counted in it: the progress now if
+//! everything delivered is flushed, else the last snapshot (taken at a persist, kept until
+//! flushed) that is. After a crash a delivery may come twice (at-least-once), never not at all.
+//!
 //! Due-ness is decided by the injected clock, so tests move time instead of sleeping.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -18,6 +27,7 @@ use actormq_core::offset::{PhyOffset, QueueOffset};
 use actormq_core::store::reader::StoreReader;
 use actormq_core::store::schedule::{message_for_delivery, DelayOffsets, SCHEDULE_TOPIC};
 
+use super::state::StoreState;
 use super::writer::{AppendBatch, CommitLogWriter};
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 
@@ -40,23 +50,65 @@ pub struct ScheduleDelivery {
     clock: SharedClock,
     levels_ms: Vec<u64>,
     offsets: DelayOffsets,
+    /// The CommitLog end of the last accepted delivery.
+    delivered_end: u64,
+    /// What a persist may write.
+    durable: DurableProgress,
+    state: Arc<StoreState>,
     path: PathBuf,
     tick: Duration,
     persist_every: Duration,
     busy: bool,
 }
 
+/// The delivery progress a persist may write: never counting a delivery beyond the flushed
+/// CommitLog position.
+#[derive(Default)]
+struct DurableProgress {
+    /// Progress whose deliveries are all flushed.
+    durable: DelayOffsets,
+    /// A snapshot and the CommitLog end it needs flushed. It waits until it is, rather than be
+    /// replaced by a newer one: with persists more frequent than flushes, a snapshot replaced at
+    /// every persist would never be flushed.
+    pending: Option<(DelayOffsets, u64)>,
+}
+
+impl DurableProgress {
+    /// The progress to persist now, given the progress `now`, the CommitLog end of its last
+    /// delivery and the flushed position.
+    fn advance(&mut self, now: &DelayOffsets, delivered_end: u64, flushed: u64) -> &DelayOffsets {
+        if flushed >= delivered_end {
+            self.durable = now.clone();
+            self.pending = None;
+        } else {
+            match self.pending.take() {
+                Some((snapshot, end)) if flushed >= end => self.durable = snapshot,
+                Some(waiting) => {
+                    self.pending = Some(waiting);
+                    return &self.durable;
+                }
+                None => {}
+            }
+            self.pending = Some((now.clone(), delivered_end));
+        }
+        &self.durable
+    }
+}
+
 impl ScheduleDelivery {
-    /// Loads progress from `path` (missing file = start at 0; clamped into each queue's range).
+    /// Loads progress from `config/delayOffset.json` under the store root (missing file = start
+    /// at 0; clamped into each queue's range). Levels, tick and persist interval come from
+    /// `params`; `state` gives the flushed position.
     pub fn new(
         reader: StoreReader,
         writer: ActorRef<CommitLogWriter>,
         clock: SharedClock,
-        levels_ms: Vec<u64>,
-        path: PathBuf,
-        tick: Duration,
-        persist_every: Duration,
+        state: Arc<StoreState>,
+        params: &super::StoreParams,
     ) -> std::io::Result<Self> {
+        let path = params.root.join("config").join("delayOffset.json");
+        let levels_ms = params.delay_levels_ms.clone();
+        let (tick, persist_every) = (params.schedule_tick, params.flush_delay_offset_interval);
         let offsets = match std::fs::read_to_string(&path) {
             Ok(text) => DelayOffsets::from_json(&text).map_err(|e| {
                 std::io::Error::new(
@@ -73,6 +125,9 @@ impl ScheduleDelivery {
             clock,
             levels_ms,
             offsets,
+            delivered_end: 0,
+            durable: DurableProgress::default(),
+            state,
             path,
             tick,
             persist_every,
@@ -87,11 +142,16 @@ impl ScheduleDelivery {
             let cur = s.offsets.0.entry(level).or_insert(min);
             *cur = (*cur).clamp(min, max.max(min));
         }
+        s.durable.durable = s.offsets.clone();
         Ok(s)
     }
 
-    pub fn persist(&self) -> std::io::Result<()> {
-        crate::fsutil::write_atomically(&self.path, self.offsets.to_json().as_bytes())
+    /// Writes the progress whose deliveries are all flushed (see the module docs).
+    pub fn persist(&mut self) -> std::io::Result<()> {
+        let durable = self
+            .durable
+            .advance(&self.offsets, self.delivered_end, self.state.flushed());
+        crate::fsutil::write_atomically(&self.path, durable.to_json().as_bytes())
     }
 
     /// Collects due messages of every level, in level order, from the recorded progress.
@@ -162,8 +222,11 @@ impl ScheduleDelivery {
                     continue;
                 }
                 match r {
-                    Ok(_) => {
+                    Ok(ok) => {
                         act.inner_offsets_set(level, off.0 + 1);
+                        act.delivered_end = act
+                            .delivered_end
+                            .max(ok.phy_offset.0 + ok.wrote_bytes);
                     }
                     Err(e) => {
                         tracing::warn!(level, offset = off.0, error = %e, "delayed delivery refused; retried next tick");
@@ -209,5 +272,50 @@ impl Serve<PersistDelayOffsets> for ScheduleDelivery {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, _: PersistDelayOffsets, _: &mut Context<Metered<Self>>) -> Self::Reply {
         self.persist()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(pairs: &[(usize, u64)]) -> DelayOffsets {
+        let mut o = DelayOffsets::default();
+        for &(level, next) in pairs {
+            o.0.insert(level, next);
+        }
+        o
+    }
+
+    /// The persisted progress follows the flushed position: everything delivered is flushed →
+    /// the progress now; otherwise the last snapshot whose deliveries are flushed, a snapshot
+    /// kept (not replaced) until it is.
+    #[test]
+    fn the_persisted_progress_counts_only_flushed_deliveries() {
+        let mut d = DurableProgress {
+            durable: offsets(&[(1, 10)]),
+            pending: None,
+        };
+        // Delivered up to byte 500, flushed 400: the loaded progress stays; snapshot (12, 500).
+        assert_eq!(
+            d.advance(&offsets(&[(1, 12)]), 500, 400),
+            &offsets(&[(1, 10)])
+        );
+        // Delivered more (up to 900), flushed 450: the snapshot waits; not replaced.
+        assert_eq!(
+            d.advance(&offsets(&[(1, 15)]), 900, 450),
+            &offsets(&[(1, 10)])
+        );
+        // Flushed 600 covers the snapshot: it is persisted, and a new one (17, 1000) is taken.
+        assert_eq!(
+            d.advance(&offsets(&[(1, 17)]), 1000, 600),
+            &offsets(&[(1, 12)])
+        );
+        // Everything flushed: the progress now.
+        assert_eq!(
+            d.advance(&offsets(&[(1, 18)]), 1100, 1100),
+            &offsets(&[(1, 18)])
+        );
+        assert!(d.pending.is_none());
     }
 }
