@@ -1672,6 +1672,61 @@ fn log_line(b: &Broker, what: &str) -> Option<String> {
         .cloned()
 }
 
+/// How many CommitLog files under `root` hold data: a record starts each of them (the
+/// allocator's next file is zeros).
+fn commit_log_files_with_data(root: &Path) -> usize {
+    std::fs::read_dir(root.join("commitlog"))
+        .expect("commitlog dir")
+        .filter(|e| {
+            let mut head = [0u8; 4];
+            let path = e.as_ref().expect("dir entry").path();
+            std::fs::File::open(path)
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok()
+                && head != [0; 4]
+        })
+        .count()
+}
+
+/// What a store logs at each recovery progress checkpoint.
+const PROGRESS: &str = "recovery progress checkpointed";
+
+/// Starts a broker whose `env` arms a fail point holding it at its `held`-th recovery progress
+/// checkpoint, and waits (at most [`START_LIMIT`]) until that checkpoint's line is logged.
+/// Returns the broker (still running, held) and the line.
+fn start_held_at_progress(
+    cleanup: &Arc<Cleanup>,
+    env: &BrokerEnv,
+    held: usize,
+) -> (Broker, String) {
+    let mut first = Broker::spawn(cleanup, env);
+    let deadline = Instant::now() + START_LIMIT;
+    loop {
+        let progress: Vec<String> = first
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(PROGRESS))
+            .cloned()
+            .collect();
+        if progress.len() >= held {
+            let line = progress[held - 1].clone();
+            return (first, line);
+        }
+        if let Some(st) = first.poll_exit() {
+            panic!("the first start exited ({st}):\n{}", first.output());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {held} progress checkpoints within {START_LIMIT:?}:\n{}",
+            progress.len(),
+            first.tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// T6, recovery progress (apache/rocketmq#9587): a start killed during recovery resumes from the
 /// last progress checkpoint instead of rescanning everything. Two loads 4 s apart — the gap
 /// longer than the checkpoint's 3 s margin, so progress into the second can move the start past
@@ -1684,7 +1739,6 @@ fn log_line(b: &Broker, what: &str) -> Option<String> {
 #[test]
 fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
     const NAME: &str = "a_start_killed_during_recovery_resumes_from_its_progress_checkpoint";
-    const PROGRESS: &str = "recovery progress checkpointed";
     bounded(NAME, Duration::from_secs(150), move |cleanup| {
         let seed = seed_for(NAME);
         let mut rng = Rng::new(seed);
@@ -1702,18 +1756,7 @@ fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
         let mut acked = ledger.record_all(early);
         std::thread::sleep(Duration::from_millis(4000));
         acked += load_then_kill(&rt, &mut broker, &mut ledger, "late", rng.next_u64(), 2000);
-        // Files holding data: a record starts each of them (the allocator's next file is zeros).
-        let files = std::fs::read_dir(root.join("commitlog"))
-            .expect("commitlog dir")
-            .filter(|e| {
-                let mut head = [0u8; 4];
-                let path = e.as_ref().expect("dir entry").path();
-                std::fs::File::open(path)
-                    .and_then(|mut f| f.read_exact(&mut head))
-                    .is_ok()
-                    && head != [0; 4]
-            })
-            .count();
+        let files = commit_log_files_with_data(&root);
         assert!(files >= 4, "the load filled {files} CommitLog files");
         std::fs::write(root.join("checkpoint"), vec![0u8; 4096]).expect("zero the checkpoint");
 
@@ -1724,31 +1767,7 @@ fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
             "FAILPOINTS",
             &format!("recovery-progress-checkpoint={}*off->pause", held - 1),
         );
-        let mut first = Broker::spawn(&cleanup, &first_env);
-        let deadline = Instant::now() + START_LIMIT;
-        let last_progress = loop {
-            let progress: Vec<String> = first
-                .lines
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|l| l.contains(PROGRESS))
-                .cloned()
-                .collect();
-            if progress.len() >= held {
-                break progress[held - 1].clone();
-            }
-            if let Some(st) = first.poll_exit() {
-                panic!("the first start exited ({st}):\n{}", first.output());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} of {held} progress checkpoints within {START_LIMIT:?}:\n{}",
-                progress.len(),
-                first.tail(40)
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let (mut first, last_progress) = start_held_at_progress(&cleanup, &first_env, held);
         // Give a start that ignored the fail point the chance to show it.
         std::thread::sleep(Duration::from_millis(200));
         first.signal(libc::SIGKILL);
@@ -3170,7 +3189,6 @@ fn power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals
 #[test]
 fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
     const NAME: &str = "power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint";
-    const PROGRESS: &str = "recovery progress checkpointed";
     bounded(NAME, Duration::from_secs(170), move |cleanup| {
         let seed = seed_for(NAME);
         let mut rng = Rng::new(seed);
@@ -3216,17 +3234,7 @@ fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
             .wait_exit(WAIT_LIMIT)
             .expect("the broker exits after SIGKILL");
         drop(broker);
-        let files = std::fs::read_dir(root.join("commitlog"))
-            .expect("commitlog dir")
-            .filter(|e| {
-                let mut head = [0u8; 4];
-                let path = e.as_ref().expect("dir entry").path();
-                std::fs::File::open(path)
-                    .and_then(|mut f| f.read_exact(&mut head))
-                    .is_ok()
-                    && head != [0; 4]
-            })
-            .count();
+        let files = commit_log_files_with_data(&root);
         assert!(files >= 4, "the loads filled {files} CommitLog files");
         let topic_dir = root.join("consumequeue").join(TOPIC);
         for q in ["0", "1"] {
@@ -3250,31 +3258,7 @@ fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
             "FAILPOINTS",
             &format!("recovery-progress-checkpoint={}*off->pause", held - 1),
         );
-        let mut first = Broker::spawn(&cleanup, &first_env);
-        let deadline = Instant::now() + START_LIMIT;
-        let last_progress = loop {
-            let progress: Vec<String> = first
-                .lines
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|l| l.contains(PROGRESS))
-                .cloned()
-                .collect();
-            if progress.len() >= held {
-                break progress[held - 1].clone();
-            }
-            if let Some(st) = first.poll_exit() {
-                panic!("the first start exited ({st}):\n{}", first.output());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} of {held} progress checkpoints within {START_LIMIT:?}:\n{}",
-                progress.len(),
-                first.tail(40)
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let (mut first, last_progress) = start_held_at_progress(&cleanup, &first_env, held);
         rig.cut_power(first.pid);
         first.signal(libc::SIGKILL);
         first
