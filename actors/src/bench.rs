@@ -322,6 +322,7 @@ fn rocketmq_defaults(root: &std::path::Path) -> StoreParams {
     params.flush_thorough_interval = Duration::from_secs(10);
     params.cq_flush_interval = Duration::from_millis(1000);
     params.cq_flush_least_pages = 2;
+    params.cq_flush_thorough_interval = Duration::from_secs(60);
     params.flush_least_pages = 4;
     params.max_hash_slot_num = 5_000_000;
     params.max_index_num = 20_000_000;

@@ -240,7 +240,10 @@ impl ConsumeQueue {
             .map_or(0, |i| i + 1);
         let mut start = held.saturating_sub(3);
         if let Some(from) = unsynced_from {
-            let flushed = files[..start].partition_point(|f| {
+            // Monotonic: the checkpoint counts a unit only once every unit before it is flushed
+            // (`ConsumeQueueBuilder`), so files lost or torn after a crash hold only units of
+            // records at or past `from`, and so do all files after them.
+            let flushed = files[..held].partition_point(|f| {
                 first_unit(f).is_some_and(|u| {
                     u == CqUnit::PRE_BLANK || (u.is_valid() && (u.phy_offset as u64) < from)
                 })

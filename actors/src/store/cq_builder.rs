@@ -13,6 +13,14 @@
 //! `actormq_core::store::queue_table`) atomically, so that the next start can tell a queue that
 //! lost ConsumeQueue files from one that is complete.
 //!
+//! The checkpoint's "logics" time (`StoreState::logics_ts`, written by the CommitLog flusher) is
+//! published only after a flush that left every unit dispatched before it on disk: a flush with
+//! `flushConsumeQueueLeastPages` that reached every queue's end, a thorough one (least pages 0,
+//! every `flushConsumeQueueThoroughInterval`, as RocketMQ), or a [`FlushConsumeQueues`]. Published
+//! at dispatch (as before), a power loss could take a quiet queue's last part-filled page — the
+//! least-pages rule leaves it to write-back — while the checkpoint sent recovery's start past its
+//! records, and their units were never rebuilt.
+//!
 //! Invariants: units are appended in CommitLog order; replays of already indexed records are
 //! ignored by the ConsumeQueue's own dedup rules; a deleted topic's records (below its tombstone
 //! in the table) are never dispatched again; the persisted table never names more units than
@@ -52,6 +60,9 @@ pub struct ConsumeQueueBuilder {
     delay_levels_ms: Vec<u64>,
     flush_interval: Duration,
     flush_least_pages: u64,
+    /// `flushConsumeQueueThoroughInterval`: a timed flush after this long flushes every page.
+    thorough_interval: Duration,
+    last_thorough: std::time::Instant,
     on_arrival: Option<ArrivalHook>,
     state: Option<std::sync::Arc<super::state::StoreState>>,
     /// Where the persisted queue table lives (`None`: not kept, e.g. in unit tests of dispatch).
@@ -87,7 +98,7 @@ pub struct Arrival {
 }
 
 impl ConsumeQueueBuilder {
-    /// Publishes the store time of the newest dispatched unit (the checkpoint's "logics").
+    /// Publishes the store time of the newest unit known flushed (the checkpoint's "logics").
     pub fn with_state(mut self, state: std::sync::Arc<super::state::StoreState>) -> Self {
         self.state = Some(state);
         self
@@ -100,23 +111,60 @@ impl ConsumeQueueBuilder {
         self
     }
 
+    /// `flushConsumeQueueThoroughInterval` (default 60 s, as RocketMQ).
+    pub fn with_thorough_interval(mut self, every: Duration) -> Self {
+        self.thorough_interval = every;
+        self
+    }
+
     /// Flushes every ConsumeQueue, then records what is on disk in the queue table if that
     /// changed. The table is written only after the flush it describes, so it stays a lower
-    /// bound of the files' content even across a power loss.
+    /// bound of the files' content even across a power loss. If the flush left every dispatched
+    /// unit on disk, the checkpoint may count them: their newest store time is published.
     fn flush(&mut self, least_pages: u64) -> std::io::Result<()> {
-        self.flush_with(least_pages, false)
+        let covered = self.dispatched_ts;
+        if self.flush_with(least_pages, false)? {
+            self.publish_logics(covered);
+        }
+        Ok(())
+    }
+
+    /// The timer's flush: with `flushConsumeQueueLeastPages`, or of every page once
+    /// `flushConsumeQueueThoroughInterval` has passed since the last such.
+    fn timed_flush(&mut self) -> std::io::Result<()> {
+        let thorough = self.last_thorough.elapsed() >= self.thorough_interval;
+        let least_pages = if thorough { 0 } else { self.flush_least_pages };
+        self.flush(least_pages)?;
+        if thorough {
+            self.last_thorough = std::time::Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Makes `ts` (the store time of units now on disk) the checkpoint's logics time.
+    fn publish_logics(&self, ts: i64) {
+        if let (Some(st), true) = (&self.state, ts > 0) {
+            st.logics_ts
+                .fetch_max(ts, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 
     /// [`Self::flush`], with every file also `fdatasync`ed first when `sync_all`. A data error
     /// is returned and remembered: Linux reports a write-back error once, so whoever asks next
     /// ([`FlushConsumeQueues`]) must hear it too, even if the timer's flush met it first. A failed
-    /// table write is only logged: the table on disk is older, still a lower bound.
-    fn flush_with(&mut self, least_pages: u64, sync_all: bool) -> std::io::Result<()> {
+    /// table write is only logged: the table on disk is older, still a lower bound. Returns
+    /// whether every queue is on disk to its end now.
+    fn flush_with(&mut self, least_pages: u64, sync_all: bool) -> std::io::Result<bool> {
         let data = self.cqs.flush(least_pages).and_then(|t| {
             if sync_all {
                 self.cqs.sync_all()?;
             }
             Ok(t)
+        });
+        let complete = data.as_ref().is_ok_and(|t| {
+            self.cqs
+                .queues()
+                .all(|q| t.get(&q.view().topic, q.view().queue_id) >= Some(q.view().max_offset().0))
         });
         let mut on_disk = match data {
             Ok(t) => t.with_tombstones_of(&self.written),
@@ -131,7 +179,7 @@ impl ConsumeQueueBuilder {
         if let Err(e) = self.write_table(on_disk) {
             tracing::error!(error = %e, "writing the ConsumeQueue table failed; the older one stays");
         }
-        Ok(())
+        Ok(complete)
     }
 
     /// Holds the persisted table at least at `floor` until [`RecoveryDone`] (queues being
@@ -172,6 +220,8 @@ impl ConsumeQueueBuilder {
             delay_levels_ms,
             flush_interval,
             flush_least_pages,
+            thorough_interval: Duration::from_secs(60),
+            last_thorough: std::time::Instant::now(),
             on_arrival: None,
             state: None,
             table_path: None,
@@ -188,8 +238,7 @@ impl Service for ConsumeQueueBuilder {
 
     fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
         ctx.run_interval(self.flush_interval, |act, _| {
-            let least_pages = act.inner.flush_least_pages;
-            if let Err(e) = act.inner.flush(least_pages) {
+            if let Err(e) = act.inner.timed_flush() {
                 tracing::error!(error = %e, "ConsumeQueue flush failed");
             }
         });
@@ -254,11 +303,8 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
         })
         .map_err(|e| e.to_string())?;
         if last_ts > 0 {
+            // Published as the checkpoint's logics time only once flushed (see the module docs).
             self.dispatched_ts = last_ts;
-            if let Some(st) = &self.state {
-                st.logics_ts
-                    .store(last_ts, std::sync::atomic::Ordering::Release);
-            }
         }
         if let (Some(hook), false) = (&self.on_arrival, touched.is_empty()) {
             let table = self.cqs.table();
@@ -309,6 +355,7 @@ impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
         // Every unit dispatched so far is in the mappings: the flush covers all of them.
         let covered = self.dispatched_ts;
         self.flush_with(0, m.sync_all)?;
+        self.publish_logics(covered);
         if let Some(e) = &self.data_error {
             return Err(std::io::Error::other(format!(
                 "an earlier ConsumeQueue flush failed: {e}"

@@ -115,6 +115,8 @@ pub struct StoreParams {
     pub fast_fail_no_buffer: bool,
     pub cq_flush_interval: Duration,
     pub cq_flush_least_pages: u64,
+    /// `flushConsumeQueueThoroughInterval`: a ConsumeQueue flush of every page at least this often.
+    pub cq_flush_thorough_interval: Duration,
     pub message_index_enable: bool,
     pub max_hash_slot_num: u32,
     pub max_index_num: u32,
@@ -158,6 +160,9 @@ impl StoreParams {
             fast_fail_no_buffer: c.fast_fail_if_no_buffer_in_store_pool,
             cq_flush_interval: Duration::from_millis(c.flush_interval_consume_queue_ms),
             cq_flush_least_pages: c.flush_consume_queue_least_pages as u64,
+            cq_flush_thorough_interval: Duration::from_millis(
+                c.flush_consume_queue_thorough_interval_ms,
+            ),
             message_index_enable: c.message_index_enable,
             max_hash_slot_num: c.max_hash_slot_num,
             max_index_num: c.max_index_num,
@@ -195,6 +200,7 @@ impl StoreParams {
             fast_fail_no_buffer: false,
             cq_flush_interval: Duration::from_millis(200),
             cq_flush_least_pages: 2,
+            cq_flush_thorough_interval: Duration::from_secs(1),
             message_index_enable: true,
             max_hash_slot_num: 1024,
             max_index_num: 4096,
@@ -634,6 +640,7 @@ impl Store {
             )
             .with_arrival_hook(on_arrival)
             .with_state(state.clone())
+            .with_thorough_interval(params.cq_flush_thorough_interval)
             .with_queue_table(table_path, persisted.clone())
             // Until re-dispatch is done, a table written must not forget that a queue being
             // rebuilt is short (a start killed mid-rebuild would not rebuild it again).
