@@ -9,10 +9,11 @@
 //! Invariant: the persisted progress never counts a delivery the CommitLog has not flushed. The
 //! writer accepts an append before it is on disk; RocketMQ persists the progress as it is, so a
 //! power loss after a persist can take deliveries the file already counts, and those messages
-//! are never delivered (the originals are skipped). Here a persist writes the progress as it was
-//! when the flushed position last covered every delivery counted in it: the progress now if
-//! everything delivered is flushed, else the last snapshot (taken at a persist, kept until
-//! flushed) that is. After a crash a delivery may come twice (at-least-once), never not at all.
+//! are never delivered (the originals are skipped). Here a persist writes the progress now if
+//! everything delivered is flushed, else an earlier snapshot whose deliveries are (one taken at
+//! a persist and kept until the flushed position covers it), so under steady delivery the file
+//! lags by up to two persist intervals. After a crash a delivery may come twice (at-least-once),
+//! never not at all.
 //!
 //! Due-ness is decided by the injected clock, so tests move time instead of sleeping.
 
