@@ -577,7 +577,8 @@ mod tests {
     /// units of its records below it. Returns the store for further appends.
     fn recover_cq_and_check(img: &Image, end: u64) -> ConsumeQueueStore {
         let mut cq = ConsumeQueueStore::load(&img.cq_dir(), CQ_FILE).unwrap();
-        cq.recover().unwrap();
+        // As a start after a crash does, with the CommitLog recovered from its first byte.
+        cq.recover_with(Some(0)).unwrap();
         cq.truncate_to_phy(end).unwrap();
         check_cq(img, &cq, end);
         cq
