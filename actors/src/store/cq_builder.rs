@@ -16,10 +16,11 @@
 //! The checkpoint's "logics" time (`StoreState::logics_ts`, written by the CommitLog flusher) is
 //! published only after a flush that left every unit dispatched before it on disk: a flush with
 //! `flushConsumeQueueLeastPages` that reached every queue's end, a thorough one (least pages 0,
-//! every `flushConsumeQueueThoroughInterval`, as RocketMQ), or a [`FlushConsumeQueues`]. Published
-//! at dispatch (as before), a power loss could take a quiet queue's last part-filled page — the
-//! least-pages rule leaves it to write-back — while the checkpoint sent recovery's start past its
-//! records, and their units were never rebuilt.
+//! every `flushConsumeQueueThoroughInterval`), or a [`FlushConsumeQueues`]; never after a flush
+//! error. RocketMQ's rule too (it checkpoints the time read before a thorough flush). Published at
+//! dispatch, as this builder did before, a power loss could take a quiet queue's last part-filled
+//! page — the least-pages rule leaves it to write-back — while the checkpoint sent recovery's
+//! start past its records, and their units were never rebuilt.
 //!
 //! Invariants: units are appended in CommitLog order; replays of already indexed records are
 //! ignored by the ConsumeQueue's own dedup rules; a deleted topic's records (below its tombstone
@@ -141,11 +142,13 @@ impl ConsumeQueueBuilder {
         Ok(())
     }
 
-    /// Makes `ts` (the store time of units now on disk) the checkpoint's logics time.
+    /// Makes `ts` (the store time of units now on disk) the checkpoint's logics time — unless a
+    /// flush failed earlier: Linux reports a write-back error once, so a later flush "succeeds"
+    /// over pages that never reached the disk. A plain store, not a maximum: after the clock
+    /// steps back, a maximum would keep a future time the later units never reach.
     fn publish_logics(&self, ts: i64) {
-        if let (Some(st), true) = (&self.state, ts > 0) {
-            st.logics_ts
-                .fetch_max(ts, std::sync::atomic::Ordering::AcqRel);
+        if let (Some(st), true, None) = (&self.state, ts > 0, &self.data_error) {
+            st.logics_ts.store(ts, std::sync::atomic::Ordering::Release);
         }
     }
 

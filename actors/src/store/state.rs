@@ -19,7 +19,8 @@ pub struct StoreState {
     pub dispatched: AtomicU64,
     /// CommitLogWriter: store time of the newest appended record.
     pub last_store_ts: AtomicI64,
-    /// ConsumeQueueBuilder: store time of the newest dispatched unit (checkpoint "logics").
+    /// ConsumeQueueBuilder: store time of the newest unit known flushed, with every unit before
+    /// it (checkpoint "logics").
     pub logics_ts: AtomicI64,
     /// IndexBuilder: end time of the newest fully flushed index file (checkpoint "index").
     pub index_ts: AtomicI64,
