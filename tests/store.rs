@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actormq::store::{PreviousRun, Store, StoreParams};
-use actormq_core::clock::ManualClock;
+use actormq_core::clock::{Clock, ManualClock};
 use actormq_core::format::java::java_string_hash;
 use actormq_core::format::properties::{self, keys};
 use actormq_core::format::record::{self, body_crc, Check, NewMessage};
@@ -1810,4 +1810,51 @@ async fn a_clean_stop_retries_a_failing_final_commit_then_reports_it() {
         std::fs::read(file.path()).unwrap().iter().all(|&b| b == 0),
         "no byte reached the file"
     );
+}
+
+/// The checkpoint's logics time counts only ConsumeQueue units on disk: a queue's part-filled
+/// page, which a flush with `flushConsumeQueueLeastPages` (2) leaves alone, holds it back until
+/// a thorough flush (`flushConsumeQueueThoroughInterval`) writes that page. Published at
+/// dispatch, a power loss could take the page while recovery started past its records.
+#[actix::test]
+async fn the_logics_time_waits_for_a_flush_that_leaves_every_unit_on_disk() {
+    use std::sync::atomic::Ordering;
+    let clock = ManualClock::new(T0);
+    let logics = |s: &Store| s.state().logics_ts.load(Ordering::Acquire);
+    for (thorough, name) in [
+        (Duration::from_secs(3600), "never"),
+        (Duration::from_millis(300), "soon"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &clock, |p| {
+            p.cq_flush_interval = Duration::from_millis(50);
+            p.cq_flush_thorough_interval = thorough;
+        })
+        .await;
+        for i in 0..5u32 {
+            clock.advance_ms(10);
+            store
+                .put(msg("Quiet", 0, format!("q{i}").as_bytes(), &[]))
+                .await
+                .unwrap();
+        }
+        settle(&store).await;
+        let last = clock.now_ms();
+        if name == "never" {
+            // Twenty timed flushes: none of them writes the one part-filled page.
+            actix_rt::time::sleep(Duration::from_secs(1)).await;
+            assert_eq!(logics(&store), 0, "no thorough flush yet: nothing counted");
+        } else {
+            let started = std::time::Instant::now();
+            while logics(&store) != last {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "the thorough flush publishes the last unit's time ({last}), got {}",
+                    logics(&store)
+                );
+                actix_rt::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        store.shutdown().await.unwrap();
+    }
 }
