@@ -1662,6 +1662,13 @@ fn log_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line[at..].split_whitespace().next()
 }
 
+/// The number `key=` holds in a log line; panics naming the line if there is none.
+fn log_number<T: std::str::FromStr>(line: &str, key: &str) -> T {
+    log_field(line, key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no numeric {key} in {line:?}"))
+}
+
 /// The first log line of `b` containing `what`.
 fn log_line(b: &Broker, what: &str) -> Option<String> {
     b.lines
@@ -1790,9 +1797,7 @@ fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
             held,
             "held at its {held}-th progress checkpoint:\n{out}"
         );
-        let next_start: usize = log_field(&last_progress, "next_start_file")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no next_start_file in {last_progress:?}"));
+        let next_start: usize = log_number(&last_progress, "next_start_file");
         assert!(
             next_start >= 1,
             "after dispatching into the last of {files} files, 4 s after the first load, the \
@@ -1806,9 +1811,7 @@ fn a_start_killed_during_recovery_resumes_from_its_progress_checkpoint() {
         let mut broker = Broker::start(&cleanup, &env);
         assert_abnormal_start(&broker);
         let recovered = log_line(&broker, "store recovered").expect("a `store recovered` line");
-        let scan_from: u64 = log_field(&recovered, "scan_from")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no scan_from in {recovered:?}"));
+        let scan_from: u64 = log_number(&recovered, "scan_from");
         assert_eq!(
             scan_from,
             next_start as u64 * CL_FILE_SIZE,
@@ -3331,9 +3334,7 @@ fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
             held,
             "held at its {held}-th progress checkpoint:\n{out}"
         );
-        let next_start: usize = log_field(&last_progress, "next_start_file")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no next_start_file in {last_progress:?}"));
+        let next_start: usize = log_number(&last_progress, "next_start_file");
         assert!(
             next_start >= 1,
             "the checkpoint moves the next start past the first of {files} files: {last_progress}"
@@ -3343,9 +3344,7 @@ fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
         rig.boot();
         let mut broker = start_after_power_loss(&cleanup, &env, NAME);
         let recovered = log_line(&broker, "store recovered").expect("a `store recovered` line");
-        let scan_from: u64 = log_field(&recovered, "scan_from")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no scan_from in {recovered:?}"));
+        let scan_from: u64 = log_number(&recovered, "scan_from");
         assert_eq!(
             scan_from,
             next_start as u64 * CL_FILE_SIZE,
@@ -3354,9 +3353,7 @@ fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
         );
         // And re-dispatches from there only: no queue was found short (a rebuild from earlier
         // would bring queues 0 and 1 back whatever the checkpoint's units).
-        let end: u64 = log_field(&recovered, "commit_log_end")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no commit_log_end in {recovered:?}"));
+        let end: u64 = log_number(&recovered, "commit_log_end");
         assert_eq!(
             log_field(&recovered, "redispatched_bytes"),
             Some((end - scan_from).to_string().as_str()),
