@@ -2955,20 +2955,32 @@ struct PowerLossRig {
     disk: Option<LoopDisk>,
     images: usize,
     cleanup: Arc<Cleanup>,
+    /// The temp dir holding the images; dropped after `disk` is unmounted (fields drop in order).
+    _tmp: tempfile::TempDir,
 }
 
 impl PowerLossRig {
-    fn new(cleanup: &Arc<Cleanup>, dir: &Path, fs: Fs) -> PowerLossRig {
+    /// What every power-loss test starts with: the rig on a new temp dir, the test's seed and a
+    /// generator from it. `None` (after saying so) where loop devices cannot be mounted.
+    fn for_test(cleanup: &Arc<Cleanup>, name: &str, fs: Fs) -> Option<(PowerLossRig, u64, Rng)> {
+        if let Some(why) = power_loss_unavailable() {
+            eprintln!("{name}: SKIPPED: {why}");
+            return None;
+        }
+        let seed = seed_for(name);
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().to_path_buf();
         let mnt = dir.join("mnt");
-        let img = dir.join("disk-0.img");
-        let disk = LoopDisk::create(cleanup, &img, &mnt, fs);
-        PowerLossRig {
-            dir: dir.to_path_buf(),
+        let disk = LoopDisk::create(cleanup, &dir.join("disk-0.img"), &mnt, fs);
+        let rig = PowerLossRig {
+            dir,
             mnt,
             disk: Some(disk),
             images: 1,
             cleanup: cleanup.clone(),
-        }
+            _tmp: tmp,
+        };
+        Some((rig, seed, Rng::new(seed)))
     }
 
     fn root(&self) -> PathBuf {
@@ -3026,11 +3038,8 @@ fn power_loss_cycles(
     settings: &[(&str, &str)],
     delay_ms: (u64, u64),
     mut check: impl FnMut(&tokio::runtime::Runtime, &Broker, &mut Ledger, Instant, usize) -> usize,
-) -> (u64, Vec<(usize, usize)>) {
-    let seed = seed_for(name);
-    let mut rng = Rng::new(seed);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut rig = PowerLossRig::new(cleanup, dir.path(), fs);
+) -> Option<(u64, Vec<(usize, usize)>)> {
+    let (mut rig, seed, mut rng) = PowerLossRig::for_test(cleanup, name, fs)?;
     let root = rig.root();
     let mut env = BrokerEnv::new(&root);
     for (k, v) in settings {
@@ -3078,7 +3087,7 @@ fn power_loss_cycles(
     }
     drop(broker);
     drop(rig);
-    (seed, report)
+    Some((seed, report))
 }
 
 /// Power losses of [`power_loss_cycles`] per test.
@@ -3095,11 +3104,7 @@ fn power_loss_loses_nothing_acknowledged(
     settings: &'static [(&str, &str)],
 ) {
     bounded(name, Duration::from_secs(170), move |cleanup| {
-        if let Some(why) = power_loss_unavailable() {
-            eprintln!("{name}: SKIPPED: {why}");
-            return;
-        }
-        let (seed, report) = power_loss_cycles(
+        let Some((seed, report)) = power_loss_cycles(
             name,
             &cleanup,
             fs,
@@ -3113,7 +3118,9 @@ fn power_loss_loses_nothing_acknowledged(
                 ));
                 0
             },
-        );
+        ) else {
+            return;
+        };
         eprintln!("{name}: seed {seed}; (acknowledged, lost) per power loss: {report:?}");
     });
 }
@@ -3177,12 +3184,8 @@ fn power_loss_loses_only_the_window(
     window: Duration,
 ) {
     bounded(name, Duration::from_secs(170), move |cleanup| {
-        if let Some(why) = power_loss_unavailable() {
-            eprintln!("{name}: SKIPPED: {why}");
-            return;
-        }
         let mut oldest = Vec::new();
-        let (seed, report) = power_loss_cycles(
+        let Some((seed, report)) = power_loss_cycles(
             name,
             &cleanup,
             Fs::Journaled,
@@ -3199,7 +3202,9 @@ fn power_loss_loses_only_the_window(
                 oldest.push(old.map(|d| d.as_millis()));
                 lost
             },
-        );
+        ) else {
+            return;
+        };
         eprintln!(
             "{name}: seed {seed}; per power loss (acknowledged, lost): {report:?}; oldest lost \
              acknowledgement before the cut, ms: {oldest:?}"
@@ -3246,14 +3251,10 @@ fn power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals
 fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
     const NAME: &str = "power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint";
     bounded(NAME, Duration::from_secs(170), move |cleanup| {
-        if let Some(why) = power_loss_unavailable() {
-            eprintln!("{NAME}: SKIPPED: {why}");
+        let Some((mut rig, seed, mut rng)) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled)
+        else {
             return;
-        }
-        let seed = seed_for(NAME);
-        let mut rng = Rng::new(seed);
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut rig = PowerLossRig::new(&cleanup, dir.path(), Fs::Journaled);
+        };
         let root = rig.root();
         let env = BrokerEnv::new(&root);
         let rt = runtime();
@@ -3385,14 +3386,10 @@ fn power_loss_under_async_flush_delivers_every_delayed_message() {
     const NAME: &str = "power_loss_under_async_flush_delivers_every_delayed_message";
     const CUTS: usize = 4;
     bounded(NAME, Duration::from_secs(170), move |cleanup| {
-        if let Some(why) = power_loss_unavailable() {
-            eprintln!("{NAME}: SKIPPED: {why}");
+        let Some((mut rig, seed, mut rng)) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled)
+        else {
             return;
-        }
-        let seed = seed_for(NAME);
-        let mut rng = Rng::new(seed);
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut rig = PowerLossRig::new(&cleanup, dir.path(), Fs::Journaled);
+        };
         let root = rig.root();
         let env = BrokerEnv::new(&root)
             .set("FLUSHDISKTYPE", "ASYNC_FLUSH")
@@ -3516,23 +3513,19 @@ async fn await_deliveries(
 /// A queue that went quiet must survive a power loss (the reviewer's scenario): 50 messages go
 /// to queue 0 and are acknowledged under SYNC_FLUSH — their CommitLog records are on the device —
 /// then at least 6 s of load (and 6 CommitLog files of 1 MiB) go to queues 1–3 only, and the
-/// power is cut. Queue 0's ConsumeQueue holds
-/// one part-filled page, which `flushConsumeQueueLeastPages` (2) leaves to write-back, so its
-/// units are lost with the page cache; they must be rebuilt from the CommitLog. That holds only
+/// power is cut. Queue 0's ConsumeQueue holds one part-filled page, which
+/// `flushConsumeQueueLeastPages` (2) leaves to write-back, so its units are lost with the page
+/// cache; they must be rebuilt from the CommitLog. That holds only
 /// if the checkpoint's logics time never counts units that were not flushed: otherwise recovery
 /// starts after queue 0's records and never sees them.
 #[test]
 fn power_loss_keeps_the_messages_of_a_queue_that_went_quiet() {
     const NAME: &str = "power_loss_keeps_the_messages_of_a_queue_that_went_quiet";
     bounded(NAME, Duration::from_secs(120), move |cleanup| {
-        if let Some(why) = power_loss_unavailable() {
-            eprintln!("{NAME}: SKIPPED: {why}");
+        let Some((mut rig, seed, mut rng)) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled)
+        else {
             return;
-        }
-        let seed = seed_for(NAME);
-        let mut rng = Rng::new(seed);
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut rig = PowerLossRig::new(&cleanup, dir.path(), Fs::Journaled);
+        };
         let root = rig.root();
         // 1 MiB CommitLog files: the load passes several, so a recovery start taken from a
         // checkpoint that counted queue 0's unflushed units would lie past its records.
