@@ -2440,16 +2440,21 @@ impl SmallFs {
     }
 }
 
+/// Unmounts `mnt` (lazily if it is busy) and forgets it in `cleanup`.
+fn unmount(cleanup: &Cleanup, mnt: &Path) {
+    let ok = Command::new("umount")
+        .arg(mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        let _ = Command::new("umount").arg("-l").arg(mnt).status();
+    }
+    cleanup.remove_mount(mnt);
+}
+
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.mnt)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
-        }
-        self.cleanup.remove_mount(&self.mnt);
+        unmount(&self.cleanup, &self.mnt);
     }
 }
 
@@ -2890,14 +2895,7 @@ fn power_loss_unavailable() -> Option<String> {
 
 impl Drop for LoopDisk {
     fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.mnt)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
-        }
-        self.cleanup.remove_mount(&self.mnt);
+        unmount(&self.cleanup, &self.mnt);
     }
 }
 
