@@ -125,11 +125,13 @@ async fn messages_roll_across_files_and_all_read_back() {
     store.shutdown().await.unwrap();
 }
 
+/// Also the builder's batch path for new files (made together, then taken by their units): two
+/// units per ConsumeQueue file, so each batch's units need 1,000 new files or none.
 #[actix::test]
 async fn queue_offsets_are_contiguous_across_1000_queues() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
-    let store = open(dir.path(), &clock, |_| {}).await;
+    let store = open(dir.path(), &clock, |p| p.cq_file_size = 40).await;
     for round in 0..3u64 {
         let batch: Vec<_> = (0..1000).map(|q| msg("Many", q, b"x", &[])).collect();
         for r in store.put_many(batch).await {
@@ -143,6 +145,17 @@ async fn queue_offsets_are_contiguous_across_1000_queues() {
         assert_eq!(
             got.iter().map(|g| g.0 .0).collect::<Vec<_>>(),
             vec![0, 1, 2]
+        );
+        let mut names: Vec<_> =
+            std::fs::read_dir(dir.path().join(format!("consumequeue/Many/{q}")))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["00000000000000000000", "00000000000000000040"],
+            "queue {q}"
         );
     }
     store.shutdown().await.unwrap();

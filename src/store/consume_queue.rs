@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::mapped_file::Warm;
+use super::mapped_file::{in_parallel, MappedFile, Warm, PARALLEL_IO_THREADS};
 use super::mapped_file_queue::{FileQueueView, MappedFileQueue};
 use super::queue_table::QueueMaxTable;
 use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
@@ -140,6 +140,11 @@ pub struct ConsumeQueue {
     view: Arc<CqView>,
     /// One past the last CommitLog byte referenced by a unit (for reput dedup and recovery).
     max_physic_offset: u64,
+    /// Files made ahead of the units that need them ([`ConsumeQueueStore::prepare_files`]),
+    /// taken by the unit that starts each one.
+    spares: Vec<Arc<MappedFile>>,
+    /// Starts of files planned for this queue and not yet made ([`ConsumeQueueStore::plan_file`]).
+    planned: Vec<u64>,
 }
 
 impl ConsumeQueue {
@@ -154,9 +159,17 @@ impl ConsumeQueue {
     /// written are duplicates from a replay and are ignored; a gap is filled with pre-blanks so
     /// that unit `n` always sits at byte `n * 20`.
     pub fn put(&mut self, unit: CqUnit, offset: QueueOffset) -> io::Result<()> {
+        self.put_with(unit, offset, true).map(|_| ())
+    }
+
+    /// [`ConsumeQueue::put`]; with `create` false, a unit that needs a file neither existing nor
+    /// made ahead (a spare) is not written and `false` comes back — the builder then makes the
+    /// files of its whole batch at once. Blank units of a gap written before that stay: the
+    /// retry finds them as written.
+    fn put_with(&mut self, unit: CqUnit, offset: QueueOffset, create: bool) -> io::Result<bool> {
         let end = unit.phy_offset as u64 + unit.size as u64;
         if end <= self.max_physic_offset {
-            return Ok(());
+            return Ok(true);
         }
         let size = self.files.file_size();
         let want = offset.0 * CQ_UNIT_SIZE as u64;
@@ -164,32 +177,87 @@ impl ConsumeQueue {
         if self.files.is_empty() {
             // First file of a queue that starts mid-way (after retention or a replay).
             let from = want - want % size;
-            self.files.create_and_push(from, Warm::No)?;
+            if !self.new_file(from, create)? {
+                return Ok(false);
+            }
             cur = from;
             if want > from {
                 self.view.min_logic.store(offset.0, Ordering::Release);
             }
         }
         if want < cur {
-            return Ok(());
+            return Ok(true);
         }
         while cur < want {
             tracing::warn!(topic = %self.view.topic, queue = self.view.queue_id, expected = want / 20, at = cur / 20, "ConsumeQueue gap filled with blank units");
-            self.write_at(cur, &CqUnit::PRE_BLANK.encode())?;
+            if !self.write_at(cur, &CqUnit::PRE_BLANK.encode(), create)? {
+                return Ok(false);
+            }
             cur += CQ_UNIT_SIZE as u64;
         }
-        self.write_at(cur, &unit.encode())?;
+        if !self.write_at(cur, &unit.encode(), create)? {
+            return Ok(false);
+        }
         self.max_physic_offset = end;
-        Ok(())
+        Ok(true)
     }
 
-    fn write_at(&mut self, global: u64, bytes: &[u8; CQ_UNIT_SIZE]) -> io::Result<()> {
+    /// Appends the file starting at `from`: the spare made for it, or (with `create`) a new one.
+    /// `false`: neither.
+    fn new_file(&mut self, from: u64, create: bool) -> io::Result<bool> {
+        if let Some(i) = self
+            .spares
+            .iter()
+            .position(|f| f.file_from_offset() == from)
+        {
+            let f = self.spares.remove(i);
+            self.files.push(f)?;
+        } else if create {
+            self.files.create_and_push(from, Warm::No)?;
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Start of the file the unit for `offset` would need that neither exists, nor is spare, nor
+    /// planned (`None`: no new file, or a duplicate). Files only gap blanks would need are left
+    /// to [`ConsumeQueue::put`].
+    fn file_needed(&self, unit: &CqUnit, offset: QueueOffset) -> Option<u64> {
+        let end = unit.phy_offset as u64 + unit.size as u64;
+        if end <= self.max_physic_offset {
+            return None;
+        }
+        let size = self.files.file_size();
+        let want = offset.0 * CQ_UNIT_SIZE as u64;
+        let from = want - want % size;
+        if self
+            .files
+            .last()
+            .is_some_and(|f| want < f.file_from_offset() + size)
+        {
+            return None;
+        }
+        let known = self.spares.iter().any(|f| f.file_from_offset() == from)
+            || self.planned.contains(&from);
+        (!known).then_some(from)
+    }
+
+    fn write_at(
+        &mut self,
+        global: u64,
+        bytes: &[u8; CQ_UNIT_SIZE],
+        create: bool,
+    ) -> io::Result<bool> {
         let size = self.files.file_size();
         let mut file = match self.files.last() {
             Some(f) if global < f.file_from_offset() + size => f,
-            _ => self
-                .files
-                .create_and_push(global - global % size, Warm::No)?,
+            _ => {
+                if !self.new_file(global - global % size, create)? {
+                    return Ok(false);
+                }
+                self.files.last().expect("just appended")
+            }
         };
         if global < file.file_from_offset() {
             file = self.files.view().find(global).ok_or_else(|| {
@@ -203,7 +271,7 @@ impl ConsumeQueue {
         // SAFETY: this queue is the file's only writer and `pos` is its write position.
         unsafe { file.write_slice(pos, CQ_UNIT_SIZE).copy_from_slice(bytes) };
         file.publish_wrote(pos + CQ_UNIT_SIZE as u64);
-        Ok(())
+        Ok(true)
     }
 
     /// Recovery (spec §6.4): scan from the third-last file that holds a unit, stop at the first
@@ -316,6 +384,8 @@ pub struct ConsumeQueueStore {
     file_size: u64,
     queues: HashMap<Box<str>, HashMap<i32, ConsumeQueue>>,
     table: CqTable,
+    /// Queues with planned files ([`ConsumeQueueStore::plan_file`]).
+    planning: Vec<(Box<str>, i32)>,
 }
 
 impl ConsumeQueueStore {
@@ -329,6 +399,7 @@ impl ConsumeQueueStore {
             file_size,
             queues: HashMap::new(),
             table: CqTable::default(),
+            planning: Vec::new(),
         };
         for topic_dir in std::fs::read_dir(root)? {
             let topic_dir = topic_dir?;
@@ -370,6 +441,8 @@ impl ConsumeQueueStore {
             files,
             view,
             max_physic_offset: 0,
+            spares: Vec::new(),
+            planned: Vec::new(),
         };
         let per_topic = self.queues.entry(topic.into()).or_default();
         Ok(per_topic.entry(queue_id).or_insert(cq))
@@ -399,6 +472,79 @@ impl ConsumeQueueStore {
         unit: CqUnit,
     ) -> io::Result<()> {
         self.queue_mut(topic, queue_id)?.put(unit, offset)
+    }
+
+    /// [`ConsumeQueueStore::put`] unless the unit needs a file not made yet: then nothing is
+    /// written and `false` comes back (see [`ConsumeQueueStore::plan_file`]).
+    pub fn put_if_file_ready(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        unit: CqUnit,
+    ) -> io::Result<bool> {
+        self.queue_mut(topic, queue_id)?
+            .put_with(unit, offset, false)
+    }
+
+    /// Notes the file the unit for `offset` of `topic`/`queue_id` will need, if it is not made
+    /// yet, for [`ConsumeQueueStore::prepare_files`]. The builder calls it for the rest of a
+    /// batch once a unit found its file missing, so that a new topic's queues (1,000 files, two
+    /// `fsync`s each) are made together instead of one after another on its thread.
+    pub fn plan_file(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        unit: &CqUnit,
+    ) -> io::Result<()> {
+        let q = self.queue_mut(topic, queue_id)?;
+        if let Some(from) = q.file_needed(unit, offset) {
+            q.planned.push(from);
+            self.planning.push((topic.into(), queue_id));
+        }
+        Ok(())
+    }
+
+    /// Makes every planned file on up to [`PARALLEL_IO_THREADS`] threads; each becomes its
+    /// queue's spare, taken by the unit that starts it. A file that could not be made is left
+    /// out: [`ConsumeQueueStore::put`] makes it when its unit comes, and reports its error
+    /// there. Returns how many files were made.
+    pub fn prepare_files(&mut self) -> usize {
+        let mut jobs = Vec::new();
+        for (topic, queue_id) in std::mem::take(&mut self.planning) {
+            let Some(q) = self
+                .queues
+                .get_mut(&topic)
+                .and_then(|m| m.get_mut(&queue_id))
+            else {
+                continue;
+            };
+            let dir = q.files.dir().to_path_buf();
+            jobs.extend(
+                q.planned
+                    .drain(..)
+                    .map(|from| (topic.clone(), queue_id, dir.clone(), from)),
+            );
+        }
+        let size = self.file_size;
+        let made = in_parallel(&jobs, PARALLEL_IO_THREADS, |(_, _, dir, from)| {
+            MappedFile::create(dir, *from, size, Warm::No)
+        });
+        let mut n = 0;
+        for ((topic, queue_id, _, _), file) in jobs.into_iter().zip(made) {
+            let (Ok(file), Some(q)) = (
+                file,
+                self.queues
+                    .get_mut(&topic)
+                    .and_then(|m| m.get_mut(&queue_id)),
+            ) else {
+                continue;
+            };
+            q.spares.push(Arc::new(file));
+            n += 1;
+        }
+        n
     }
 
     /// Drops every queue of `topic` (DELETE_TOPIC_IN_BROKER): readers stop finding them at once
@@ -475,13 +621,16 @@ impl ConsumeQueueStore {
     /// `fdatasync` of every ConsumeQueue file, whatever the tracked flushed positions say. For
     /// recovery: units a crashed process wrote may still be dirty in the page cache, and a loaded
     /// file counts as flushed to its end, so [`ConsumeQueueStore::flush`] would not write them.
+    /// Files are synced on up to [`PARALLEL_IO_THREADS`] threads: a store of 1,000 queues has
+    /// 1,000 files or more, and this runs once per crashed start, before re-dispatch.
     pub fn sync_all(&self) -> io::Result<()> {
-        for q in self.queues() {
-            for f in q.files.files().iter() {
-                f.sync_data()?;
-            }
-        }
-        Ok(())
+        let files: Vec<_> = self
+            .queues()
+            .flat_map(|q| q.files.files().iter().cloned().collect::<Vec<_>>())
+            .collect();
+        in_parallel(&files, PARALLEL_IO_THREADS, |f| f.sync_data())
+            .into_iter()
+            .collect()
     }
 
     /// Every queue, in no particular order.
@@ -657,5 +806,62 @@ pub(crate) mod tests {
         assert_eq!(v.min_offset(), QueueOffset(7));
         assert_eq!(v.max_offset(), QueueOffset(8));
         assert_eq!(v.unit(QueueOffset(5)), Some(CqUnit::PRE_BLANK));
+    }
+
+    /// The builder's batch path: a unit whose file is missing is refused untouched; the files
+    /// planned for a batch are made at once, and the puts take them in order — including a queue
+    /// that starts mid-way, whose first valid offset must still be set.
+    #[test]
+    fn files_planned_for_a_batch_are_made_together_and_taken_by_their_units() {
+        let dir = tempfile::tempdir().unwrap();
+        // 5 units per file: 8 units per queue need two files.
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        assert!(!s
+            .put_if_file_ready("T", 0, QueueOffset(0), unit(0))
+            .unwrap());
+        assert_eq!(s.table().get("T", 0).unwrap().max_offset(), QueueOffset(0));
+        let mut batch = Vec::new();
+        for i in 0..8u64 {
+            for q in 0..20 {
+                batch.push((q, QueueOffset(i), unit(((i * 20 + q as u64) * 100) as i64)));
+            }
+        }
+        for (q, off, u) in &batch {
+            s.plan_file("T", *q, *off, u).unwrap();
+        }
+        // Starts at offset 7: its one file starts at unit 5.
+        s.plan_file("M", 0, QueueOffset(7), &unit(1_000_000))
+            .unwrap();
+        assert_eq!(s.prepare_files(), 41);
+        assert_eq!(s.prepare_files(), 0, "nothing is planned twice");
+        for (q, off, u) in batch {
+            assert!(s.put_if_file_ready("T", q, off, u).unwrap(), "{q}/{off:?}");
+        }
+        assert!(s
+            .put_if_file_ready("M", 0, QueueOffset(7), unit(1_000_000))
+            .unwrap());
+        for q in 0..20 {
+            let v = s.table().get("T", q).unwrap();
+            assert_eq!(v.max_offset(), QueueOffset(8));
+            assert_eq!(
+                v.unit(QueueOffset(6)).unwrap().phy_offset,
+                (6 * 20 + q as i64) * 100
+            );
+            let files = std::fs::read_dir(dir.path().join("T").join(q.to_string()))
+                .unwrap()
+                .count();
+            assert_eq!(files, 2, "queue {q}: no temporary file is left behind");
+        }
+        let m = s.table().get("M", 0).unwrap();
+        assert_eq!(
+            (m.min_offset(), m.max_offset()),
+            (QueueOffset(7), QueueOffset(8))
+        );
+        // A unit no plan covered still gets its file from the plain put.
+        assert!(!s
+            .put_if_file_ready("T", 0, QueueOffset(10), unit(9_000_000))
+            .unwrap());
+        s.put("T", 0, QueueOffset(10), unit(9_000_000)).unwrap();
+        assert_eq!(s.table().get("T", 0).unwrap().max_offset(), QueueOffset(11));
     }
 }
