@@ -220,27 +220,32 @@ impl ConsumeQueue {
         Ok(true)
     }
 
-    /// Start of the file the unit for `offset` would need that neither exists, nor is spare, nor
-    /// planned (`None`: no new file, or a duplicate). Files only gap blanks would need are left
-    /// to [`ConsumeQueue::put`].
-    fn file_needed(&self, unit: &CqUnit, offset: QueueOffset) -> Option<u64> {
+    /// Plans, in order, every file the unit for `offset` would need that neither exists, nor is
+    /// spare, nor planned: the one holding it, and those before it that only a gap's blank units
+    /// fill (all of them, so that files made ahead never leave a hole between two files on disk,
+    /// which the next start would refuse). Nothing for a duplicate. Returns whether it planned.
+    fn plan_files_for(&mut self, unit: &CqUnit, offset: QueueOffset) -> bool {
         let end = unit.phy_offset as u64 + unit.size as u64;
         if end <= self.max_physic_offset {
-            return None;
+            return false;
         }
         let size = self.files.file_size();
         let want = offset.0 * CQ_UNIT_SIZE as u64;
         let from = want - want % size;
-        if self
-            .files
+        // The first file to make: the one after the last known or planned (with none, the
+        // unit's own: a queue's first file may start mid-way, as `put` makes it).
+        let next = self
+            .planned
             .last()
-            .is_some_and(|f| want < f.file_from_offset() + size)
-        {
-            return None;
-        }
-        let known = self.spares.iter().any(|f| f.file_from_offset() == from)
-            || self.planned.contains(&from);
-        (!known).then_some(from)
+            .copied()
+            .into_iter()
+            .chain(self.spares.iter().map(|f| f.file_from_offset()))
+            .chain(self.files.last().map(|f| f.file_from_offset()))
+            .max()
+            .map_or(from, |last| last + size);
+        let before = self.planned.len();
+        self.planned.extend((next..=from).step_by(size as usize));
+        self.planned.len() > before
     }
 
     fn write_at(
@@ -499,16 +504,18 @@ impl ConsumeQueueStore {
         unit: &CqUnit,
     ) -> io::Result<()> {
         let q = self.queue_mut(topic, queue_id)?;
-        if let Some(from) = q.file_needed(unit, offset) {
-            q.planned.push(from);
+        let listed = !q.planned.is_empty();
+        if q.plan_files_for(unit, offset) && !listed {
             self.planning.push((topic.into(), queue_id));
         }
         Ok(())
     }
 
-    /// Makes every planned file on up to [`PARALLEL_IO_THREADS`] threads; each becomes its
-    /// queue's spare, taken by the unit that starts it. A file that could not be made is left
-    /// out: [`ConsumeQueueStore::put`] makes it when its unit comes, and reports its error
+    /// Makes every planned file, queues side by side on up to [`PARALLEL_IO_THREADS`] threads
+    /// and each queue's files in order, one after the other, stopping at its first failure: so
+    /// on disk a queue's files never have a hole, whatever fails or wherever a crash cuts. Each
+    /// becomes its queue's spare, taken by the unit that starts it. A file not made is left to
+    /// [`ConsumeQueueStore::put`], which makes it when its unit comes and reports its error
     /// there. Returns how many files were made.
     pub fn prepare_files(&mut self) -> usize {
         let mut jobs = Vec::new();
@@ -520,29 +527,29 @@ impl ConsumeQueueStore {
             else {
                 continue;
             };
-            let dir = q.files.dir().to_path_buf();
-            jobs.extend(
-                q.planned
-                    .drain(..)
-                    .map(|from| (topic.clone(), queue_id, dir.clone(), from)),
-            );
+            if !q.planned.is_empty() {
+                let dir = q.files.dir().to_path_buf();
+                jobs.push((topic, queue_id, dir, std::mem::take(&mut q.planned)));
+            }
         }
         let size = self.file_size;
-        let made = in_parallel(&jobs, PARALLEL_IO_THREADS, |(_, _, dir, from)| {
-            MappedFile::create(dir, *from, size, Warm::No)
+        let made = in_parallel(&jobs, PARALLEL_IO_THREADS, |(_, _, dir, froms)| {
+            froms
+                .iter()
+                .map_while(|&from| MappedFile::create(dir, from, size, Warm::No).ok())
+                .collect::<Vec<_>>()
         });
         let mut n = 0;
-        for ((topic, queue_id, _, _), file) in jobs.into_iter().zip(made) {
-            let (Ok(file), Some(q)) = (
-                file,
-                self.queues
-                    .get_mut(&topic)
-                    .and_then(|m| m.get_mut(&queue_id)),
-            ) else {
+        for ((topic, queue_id, _, _), files) in jobs.into_iter().zip(made) {
+            let Some(q) = self
+                .queues
+                .get_mut(&topic)
+                .and_then(|m| m.get_mut(&queue_id))
+            else {
                 continue;
             };
-            q.spares.push(Arc::new(file));
-            n += 1;
+            n += files.len();
+            q.spares.extend(files.into_iter().map(Arc::new));
         }
         n
     }
@@ -863,5 +870,59 @@ pub(crate) mod tests {
             .unwrap());
         s.put("T", 0, QueueOffset(10), unit(9_000_000)).unwrap();
         assert_eq!(s.table().get("T", 0).unwrap().max_offset(), QueueOffset(11));
+    }
+
+    /// A unit past a gap: every file up to its own is planned, so the files made ahead never
+    /// leave a hole on disk (the next start refuses one); a queue's files are made in order and
+    /// stop at the first that fails, so a failure leaves no hole either.
+    #[test]
+    fn files_made_ahead_never_leave_a_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = |q: &str| {
+            let mut n: Vec<_> = std::fs::read_dir(dir.path().join("T").join(q))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            n.sort();
+            n
+        };
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        s.put("T", 0, QueueOffset(0), unit(0)).unwrap();
+        s.put("T", 1, QueueOffset(0), unit(100)).unwrap();
+        // Unit 17 of each queue: file 300, after files 100 and 200 of blanks only.
+        s.plan_file("T", 0, QueueOffset(17), &unit(1000)).unwrap();
+        s.plan_file("T", 1, QueueOffset(17), &unit(1100)).unwrap();
+        // Queue 1's file 200 cannot be made (a directory holds its name).
+        std::fs::create_dir(dir.path().join("T/1/00000000000000000200")).unwrap();
+        assert_eq!(s.prepare_files(), 3 + 1);
+        assert_eq!(
+            names("0"),
+            [
+                "00000000000000000000",
+                "00000000000000000100",
+                "00000000000000000200",
+                "00000000000000000300"
+            ]
+        );
+        assert_eq!(
+            names("1"),
+            [
+                "00000000000000000000",
+                "00000000000000000100",
+                "00000000000000000200"
+            ],
+            "nothing after the file that failed"
+        );
+        assert!(s
+            .put_if_file_ready("T", 0, QueueOffset(17), unit(1000))
+            .unwrap());
+        let v = s.table().get("T", 0).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(18));
+        assert_eq!(v.unit(QueueOffset(9)), Some(CqUnit::PRE_BLANK));
+        // Queue 1 stops at the file not made; the plain put then reports why.
+        assert!(!s
+            .put_if_file_ready("T", 1, QueueOffset(17), unit(1100))
+            .unwrap());
+        assert!(s.put("T", 1, QueueOffset(17), unit(1100)).is_err());
     }
 }

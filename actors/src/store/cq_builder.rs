@@ -316,18 +316,15 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
             })
             .map_err(|e| e.to_string())?;
             let Some(at) = missing_at else { break };
-            walk(&self.commit_log, PhyOffset(at), d.to, |phy, r| {
+            // Planning only reads ahead: a record it cannot read, or a queue it cannot open, ends
+            // the plan, and the put walk meets and reports it where it did before.
+            let _ = walk(&self.commit_log, PhyOffset(at), d.to, |phy, r| {
                 let Some(unit) = unit_of(phy, r, table, levels) else {
                     return true;
                 };
                 let offset = QueueOffset(r.queue_offset as u64);
-                match cqs.plan_file(r.topic, r.queue_id, offset, &unit) {
-                    Ok(()) => true,
-                    // Left to the put, which reports it.
-                    Err(_) => false,
-                }
-            })
-            .map_err(|e| e.to_string())?;
+                cqs.plan_file(r.topic, r.queue_id, offset, &unit).is_ok()
+            });
             let made = cqs.prepare_files();
             tracing::debug!(
                 made,
