@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::mapped_file::{in_parallel, MappedFile, Warm, PARALLEL_IO_THREADS};
+use super::mapped_file::{in_parallel, sync_dir, MappedFile, Warm, PARALLEL_IO_THREADS};
 use super::mapped_file_queue::{FileQueueView, MappedFileQueue};
 use super::queue_table::QueueMaxTable;
 use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
@@ -391,6 +391,9 @@ pub struct ConsumeQueueStore {
     table: CqTable,
     /// Queues with planned files ([`ConsumeQueueStore::plan_file`]).
     planning: Vec<(Box<str>, i32)>,
+    /// Directories that gained a topic or queue directory since the last flush: synced by the
+    /// next, before it counts any unit as on disk.
+    new_dirs: Vec<PathBuf>,
 }
 
 impl ConsumeQueueStore {
@@ -405,6 +408,7 @@ impl ConsumeQueueStore {
             queues: HashMap::new(),
             table: CqTable::default(),
             planning: Vec::new(),
+            new_dirs: Vec::new(),
         };
         for topic_dir in std::fs::read_dir(root)? {
             let topic_dir = topic_dir?;
@@ -433,8 +437,18 @@ impl ConsumeQueueStore {
     }
 
     fn open_queue(&mut self, topic: &str, queue_id: i32) -> io::Result<&mut ConsumeQueue> {
-        let dir = self.root.join(topic).join(queue_id.to_string());
+        let topic_dir = self.root.join(topic);
+        let dir = topic_dir.join(queue_id.to_string());
+        // A directory made here is named by an entry in its parent, which only a sync of the
+        // parent makes durable (see `flush`).
+        let (new_topic, new_queue) = (!topic_dir.exists(), !dir.exists());
         let files = MappedFileQueue::load(&dir, self.file_size)?;
+        if new_topic && !self.new_dirs.contains(&self.root) {
+            self.new_dirs.push(self.root.clone());
+        }
+        if new_queue && !self.new_dirs.contains(&topic_dir) {
+            self.new_dirs.push(topic_dir);
+        }
         let view = Arc::new(CqView {
             topic: topic.into(),
             queue_id,
@@ -616,7 +630,22 @@ impl ConsumeQueueStore {
 
     /// Flushes every queue; returns each queue's units now on disk — a lower bound of what a
     /// later start finds, persisted as the [`QueueMaxTable`] recovery checks against.
-    pub fn flush(&self, least_pages: u64) -> io::Result<QueueMaxTable> {
+    ///
+    /// First it syncs the directories that gained a topic or queue directory: a file's own sync
+    /// makes its name durable in its queue directory, not that directory's name in the topic's
+    /// (ext4 without a journal happens to sync new parents with the file; POSIX promises
+    /// nothing). One `fsync` per new topic per flush, not per queue.
+    pub fn flush(&mut self, least_pages: u64) -> io::Result<QueueMaxTable> {
+        let dirs = std::mem::take(&mut self.new_dirs);
+        // In any order: all of them are durable before any unit is counted.
+        let synced = in_parallel(&dirs, PARALLEL_IO_THREADS, |d| match sync_dir(d) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()), // a deleted topic's
+            r => r.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", d.display()))),
+        });
+        if let Some(e) = synced.into_iter().find_map(Result::err) {
+            self.new_dirs = dirs;
+            return Err(e);
+        }
         let mut on_disk = QueueMaxTable::default();
         for q in self.queues() {
             let units = q.flush(least_pages)?;
@@ -864,6 +893,11 @@ pub(crate) mod tests {
             (m.min_offset(), m.max_offset()),
             (QueueOffset(7), QueueOffset(8))
         );
+        // The new topic and queue directories are named in directories only the next flush
+        // syncs: the root (topics T and M) and each topic directory, once each.
+        assert_eq!(s.new_dirs.len(), 3, "{:?}", s.new_dirs);
+        s.flush(0).unwrap();
+        assert!(s.new_dirs.is_empty());
         // A unit no plan covered still gets its file from the plain put.
         assert!(!s
             .put_if_file_ready("T", 0, QueueOffset(10), unit(9_000_000))
