@@ -534,11 +534,7 @@ impl ConsumeQueueStore {
     pub fn prepare_files(&mut self) -> usize {
         let mut jobs = Vec::new();
         for (topic, queue_id) in std::mem::take(&mut self.planning) {
-            let Some(q) = self
-                .queues
-                .get_mut(&topic)
-                .and_then(|m| m.get_mut(&queue_id))
-            else {
+            let Some(q) = self.existing_mut(&topic, queue_id) else {
                 continue;
             };
             if !q.planned.is_empty() {
@@ -555,11 +551,7 @@ impl ConsumeQueueStore {
         });
         let mut n = 0;
         for ((topic, queue_id, _, _), files) in jobs.into_iter().zip(made) {
-            let Some(q) = self
-                .queues
-                .get_mut(&topic)
-                .and_then(|m| m.get_mut(&queue_id))
-            else {
+            let Some(q) = self.existing_mut(&topic, queue_id) else {
                 continue;
             };
             n += files.len();
@@ -672,6 +664,11 @@ impl ConsumeQueueStore {
     /// Every queue, in no particular order.
     pub fn queues(&self) -> impl Iterator<Item = &ConsumeQueue> {
         self.queues.values().flat_map(|m| m.values())
+    }
+
+    /// The queue, if it exists (never created here).
+    fn existing_mut(&mut self, topic: &str, queue_id: i32) -> Option<&mut ConsumeQueue> {
+        self.queues.get_mut(topic)?.get_mut(&queue_id)
     }
 
     /// The queue, if it exists.
