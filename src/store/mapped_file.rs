@@ -738,39 +738,45 @@ fn able(ahead: u64, behind: u64, least_pages: u64, file_size: u64) -> bool {
 /// queue, and on a journaled file system share journal commits.
 pub const PARALLEL_IO_THREADS: usize = 8;
 
-/// Runs `f` on every job, on up to `threads` scoped threads (inline for a single job); the
-/// results come back in the jobs' order. For bursts of blocking file-system calls — creating
+/// Runs `f` on every job, on the calling thread and up to `threads - 1` scoped helper threads;
+/// the results come back in the jobs' order. For bursts of blocking file-system calls — creating
 /// many ConsumeQueue files at once, syncing every one at a crashed start — whose latency, not
-/// CPU, is the cost. The threads live for this call only.
+/// CPU, is the cost. The helpers live for this call only; one the system refuses to start
+/// (a thread limit) is simply not there, as the caller works through the jobs too.
 pub fn in_parallel<J: Sync, T: Send>(
     jobs: &[J],
     threads: usize,
     f: impl Fn(&J) -> T + Sync,
 ) -> Vec<T> {
-    let threads = threads.clamp(1, jobs.len().max(1));
-    if threads == 1 {
+    let helpers = threads.clamp(1, jobs.len().max(1)) - 1;
+    if helpers == 0 {
         return jobs.iter().map(f).collect();
     }
     let next = AtomicU64::new(0);
+    let work = || {
+        let mut mine = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+            let Some(job) = jobs.get(i) else { break };
+            mine.push((i, f(job)));
+        }
+        mine
+    };
     let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                        let Some(job) = jobs.get(i) else { break };
-                        mine.push((i, f(job)));
-                    }
-                    mine
-                })
+        let started: Vec<_> = (0..helpers)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name("parallel-io".into())
+                    .spawn_scoped(s, work)
+                    .ok()
             })
             .collect();
-        workers
-            .into_iter()
-            // A worker panics only if `f` does: pass it on, as the inline path would.
-            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        let mut done = work();
+        for h in started {
+            // A helper panics only if `f` does: pass it on, as the inline path would.
+            done.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        done
     });
     done.sort_unstable_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, t)| t).collect()
