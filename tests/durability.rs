@@ -2732,6 +2732,269 @@ fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
     });
 }
 
+/// Sends `body`-sized messages round the queues `queues` until one is refused (recorded as sent
+/// and refused) or `bound` passes (a failure naming `what`); returns the refusal.
+async fn send_until_refused(
+    client: &RemotingClient,
+    ledger: &mut Ledger,
+    queues: &[i32],
+    body: u64,
+    bound: Duration,
+    what: impl Fn() -> String,
+) -> RemotingCommand {
+    let started = Instant::now();
+    let mut n = 0;
+    loop {
+        let q = queues[n % queues.len()];
+        let k = key(&format!("fill-{n}"), body);
+        n += 1;
+        let r = client
+            .invoke(send_request(TOPIC, q, body_of(&k)), RPC_TIMEOUT)
+            .await
+            .unwrap_or_else(|e| panic!("SEND {k} got no reply (did the broker die?): {e}"));
+        if r.code == rc::SUCCESS {
+            ledger.record(k, q, outcome(Ok(r)));
+        } else {
+            ledger.sent.insert(k.clone());
+            ledger.refused.insert(k);
+            return r;
+        }
+        assert!(
+            started.elapsed() < bound,
+            "no refusal after {n} sends: {}",
+            what()
+        );
+    }
+}
+
+/// Fills the file system holding `dir` to the last block with `dir/filler` (no space is left for
+/// even one more small file); returns the filler's path.
+fn fill_up(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let filler = dir.join("filler");
+    let mut f = std::fs::File::create(&filler).expect("create the filler");
+    let chunk = vec![0x5Au8; 64 * 1024];
+    let mut small = false;
+    loop {
+        let piece = if small { &chunk[..4096] } else { &chunk[..] };
+        match f.write(piece) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && !small => small = true,
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) => panic!("filling {}: {e}", filler.display()),
+        }
+    }
+    let _ = f.sync_all();
+    filler
+}
+
+/// T10 with the CommitLog on another disk (`storePathCommitLog`), as RocketMQ users put it on a
+/// faster one: the ConsumeQueues' disk (`storePathRootDir`) runs out of space, with the usage
+/// limit off, when a queue needs its first ConsumeQueue file. The CommitLog still has room, so the
+/// append succeeds, but no consumer could see it: the broker must then refuse sends with
+/// SERVICE_NOT_AVAILABLE and a remark saying that dispatch fails and why (the ENOSPC and the
+/// queue), instead of acknowledging messages nobody can consume. Once space returns, dispatch
+/// resumes without a restart, every acknowledged message becomes readable, and sends succeed.
+#[test]
+fn full_consume_queue_disk_refuses_sends_until_dispatch_resumes() {
+    let name = "full_consume_queue_disk_refuses_sends_until_dispatch_resumes";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fs = match SmallFs::mount(&cleanup, dir.path(), 16) {
+            Ok(fs) => fs,
+            Err(why) => {
+                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
+                return;
+            }
+        };
+        let root = fs.mnt.join("store");
+        let cl_dir = dir.path().join("commitlog");
+        let env = BrokerEnv::new(&root)
+            .set(
+                "STOREPATHCOMMITLOG",
+                cl_dir.to_str().expect("UTF-8 temp path"),
+            )
+            .set("DISKSPACEWARNINGLEVELRATIO", "100")
+            .set("DISKSPACECLEANFORCIBLYRATIO", "100");
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let mut broker = Broker::start(&cleanup, &env);
+        rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            // The topic, queue 0's ConsumeQueue file and the index file exist before the disk
+            // fills; queues 1-3 have no ConsumeQueue file yet.
+            send_n(&client, &mut ledger, "before", 0, 5, 100).await;
+            verify(&broker.addr, &ledger, "before the disk filled").await;
+        });
+        let filler = fill_up(&fs.mnt);
+        eprintln!(
+            "{name}: {} ({}) filled, {} B free",
+            fs.mnt.display(),
+            fs.kind,
+            fs_avail(&fs.mnt)
+        );
+        let refusal = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            send_until_refused(
+                &client,
+                &mut ledger,
+                &[1, 2, 3],
+                100,
+                Duration::from_secs(20),
+                || format!("broker log tail:\n{}", broker.tail(20)),
+            )
+            .await
+        });
+        let remark = refusal.remark.clone().unwrap_or_default();
+        eprintln!(
+            "{name}: refused after {} acknowledged sends: code {} remark {remark:?}",
+            ledger.acked.len(),
+            refusal.code
+        );
+        assert!(
+            broker.poll_exit().is_none(),
+            "the broker died on a full disk:\n{}",
+            broker.tail(30)
+        );
+        assert_eq!(
+            refusal.code,
+            rc::SERVICE_NOT_AVAILABLE,
+            "{}",
+            describe(&refusal)
+        );
+        assert!(
+            remark.contains("dispatch to the ConsumeQueues and the index is failing")
+                && remark.contains("No space left on device")
+                && remark.contains(&format!("{}/consumequeue/{TOPIC}/", root.display())),
+            "the remark must say that dispatch fails, at which file and why: {remark:?}"
+        );
+        rt.block_on(async {
+            std::fs::remove_file(&filler).expect("delete the filler");
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let waited = sends_resume(&client, &mut ledger, 20, 100, || {
+                format!("broker log tail:\n{}", broker.tail(20))
+            })
+            .await;
+            eprintln!("{name}: accepted again after {waited:?}");
+        });
+        // Every acknowledged message, those whose dispatch failed included, is readable now.
+        rt.block_on(verify(&broker.addr, &ledger, "after space returned"));
+        let log = broker.output();
+        assert!(
+            log.contains("dispatch failed; will retry") && log.contains("dispatch resumed"),
+            "the failing stretch is logged, and its end:\n{}",
+            broker.tail(30)
+        );
+        broker.stop_cleanly();
+        drop(broker);
+        drop(fs);
+    });
+}
+
+/// `diskSpaceWarningLevelRatio` watches the ConsumeQueues' disk as well as the CommitLog's (as
+/// RocketMQ does): with the CommitLog on its own disk (`storePathCommitLog`) that has room, a
+/// root disk over the limit refuses sends with a remark naming that disk, and space there again
+/// accepts them without a restart.
+#[test]
+fn consume_queue_disk_over_the_usage_limit_refuses_sends_naming_it() {
+    let name = "consume_queue_disk_over_the_usage_limit_refuses_sends_naming_it";
+    bounded(name, Duration::from_secs(90), move |cleanup| {
+        const WARN: u32 = 50;
+        let (cl_tmp, root_tmp) = (
+            tempfile::tempdir().expect("temp dir"),
+            tempfile::tempdir().expect("temp dir"),
+        );
+        let mount = |d: &Path| SmallFs::mount(&cleanup, d, 32);
+        let (cl_fs, root_fs) = match (mount(cl_tmp.path()), mount(root_tmp.path())) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(why), _) | (_, Err(why)) => {
+                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
+                return;
+            }
+        };
+        let root = root_fs.mnt.join("store");
+        let env = BrokerEnv::new(&root)
+            .set(
+                "STOREPATHCOMMITLOG",
+                cl_fs.mnt.join("commitlog").to_str().expect("UTF-8 path"),
+            )
+            .set("DISKSPACEWARNINGLEVELRATIO", &WARN.to_string())
+            .set("DISKSPACECLEANFORCIBLYRATIO", "45");
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let mut broker = Broker::start(&cleanup, &env);
+        rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            send_n(&client, &mut ledger, "before", 0, 5, 100).await;
+        });
+        // Over the limit on the root disk only.
+        let total = fs_bytes(&root_fs.mnt);
+        let need = ((f64::from(WARN) + 10.0 - used_pct(&root_fs.mnt)) / 100.0 * total as f64)
+            as usize
+            / 4096
+            * 4096;
+        let filler = root_fs.mnt.join("filler");
+        std::fs::write(&filler, vec![0x5Au8; need]).expect("write the filler");
+        eprintln!(
+            "{name}: root disk {:.1}% used, CommitLog disk {:.1}%",
+            used_pct(&root_fs.mnt),
+            used_pct(&cl_fs.mnt)
+        );
+        let refusal = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            send_until_refused(
+                &client,
+                &mut ledger,
+                &[0],
+                100,
+                Duration::from_secs(20),
+                || format!("broker log tail:\n{}", broker.tail(20)),
+            )
+            .await
+        });
+        let remark = refusal.remark.clone().unwrap_or_default();
+        eprintln!("{name}: code {} remark {remark:?}", refusal.code);
+        assert_eq!(
+            refusal.code,
+            rc::SERVICE_NOT_AVAILABLE,
+            "{}",
+            describe(&refusal)
+        );
+        let cq_path = root.join("consumequeue");
+        assert!(
+            remark.contains("disk full")
+                && remark.contains(&format!("{} (ConsumeQueue files)", cq_path.display()))
+                && remark.contains(&format!("diskSpaceWarningLevelRatio {WARN}%")),
+            "the remark must name the ConsumeQueue disk, its usage and the limit: {remark:?}"
+        );
+        rt.block_on(async {
+            std::fs::remove_file(&filler).expect("delete the filler");
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            sends_resume(&client, &mut ledger, 20, 100, || {
+                format!("{:.1}% used", used_pct(&root_fs.mnt))
+            })
+            .await;
+        });
+        rt.block_on(verify(&broker.addr, &ledger, "after space returned"));
+        broker.stop_cleanly();
+        drop(broker);
+        drop((cl_fs, root_fs));
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Power loss
 // ---------------------------------------------------------------------------------------------

@@ -213,7 +213,18 @@ impl ConsumeQueue {
             let f = self.spares.remove(i);
             self.files.push(f)?;
         } else if create {
-            self.files.create_and_push(from, Warm::No)?;
+            // Say which file: "No space left on device" alone does not tell an operator which
+            // disk (the root's, when the CommitLog has its own) ran out.
+            let size = self.files.file_size();
+            self.files.create_and_push(from, Warm::No).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot create ConsumeQueue file {} ({size} bytes): {e}",
+                        self.files.dir().join(format!("{from:020}")).display()
+                    ),
+                )
+            })?;
         } else {
             return Ok(false);
         }
@@ -442,7 +453,18 @@ impl ConsumeQueueStore {
         // A directory made here is named by an entry in its parent, which only a sync of the
         // parent makes durable (see `flush`).
         let (new_topic, new_queue) = (!topic_dir.exists(), !dir.exists());
-        let files = MappedFileQueue::load(&dir, self.file_size)?;
+        // Name the directory: on a full ext4 or xfs disk, the `mkdir` of a new queue is what
+        // fails first (a directory needs a block), and the error alone names no path.
+        let files = MappedFileQueue::load(&dir, self.file_size).map_err(|e| {
+            if new_queue {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot make ConsumeQueue directory {}: {e}", dir.display()),
+                )
+            } else {
+                e
+            }
+        })?;
         if new_topic && !self.new_dirs.contains(&self.root) {
             self.new_dirs.push(self.root.clone());
         }

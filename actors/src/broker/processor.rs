@@ -1377,6 +1377,16 @@ impl BrokerCore {
                 ),
             );
         }
+        // RocketMQ watches (and reports) the ConsumeQueues' disk too: with `storePathCommitLog`
+        // elsewhere it is a different file system. A directory not made yet (no message stored)
+        // is measured where it will be made. Both ratios are RocketMQ's (used ÷ total, counting
+        // root-reserved blocks as free); the write guard uses `df`'s stricter figure.
+        let cq_dir = self.live.config().store.consumequeue_dir();
+        let cq_at = cq_dir.ancestors().find(|p| p.exists()).unwrap_or(&cq_dir);
+        if let Ok((total, free)) = crate::fsutil::space(cq_at) {
+            let ratio = total.saturating_sub(free) as f64 / total.max(1) as f64;
+            t.insert("consumeQueueDiskRatio".to_string(), format!("{ratio:.4}"));
+        }
         t.insert(
             "sendThreadPoolQueueSize".to_string(),
             writer.depth.get().to_string(),

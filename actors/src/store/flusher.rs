@@ -79,27 +79,46 @@ pub struct FlushCore {
 
 /// Disk-space guard (RocketMQ's `diskSpaceWarningLevelRatio`): over `warning_pct` used, the store
 /// refuses writes with a remark naming the path, the usage and the limit; at or below `clear_pct`
-/// it accepts them again, without a restart.
+/// it accepts them again, without a restart. Like RocketMQ it watches two disks: the CommitLog's
+/// (`storePathCommitLog`) and the ConsumeQueues' (`storePathRootDir/consumequeue`; the index
+/// lives beside it, in `storePathRootDir/index`). They are often one file system; when `storePathCommitLog` puts the CommitLog
+/// on another, a full root disk would otherwise let appends go on that no ConsumeQueue can take.
 pub struct DiskWatch {
-    pub path: std::path::PathBuf,
+    /// (what lives there, path), the CommitLog first.
+    pub disks: Vec<(&'static str, std::path::PathBuf)>,
     pub warning_pct: u32,
     pub clear_pct: u32,
+    /// How usage is measured: [`DiskWatch::used_pct`]; a test puts in its own.
+    measure: fn(&std::path::Path) -> std::io::Result<f64>,
     last: Option<Instant>,
 }
 
 impl DiskWatch {
-    pub fn new(path: std::path::PathBuf, warning_pct: u32, clear_pct: u32) -> Self {
+    /// Watches the CommitLog's disk at `commit_log` and the ConsumeQueues' at `consume_queue`.
+    pub fn new(
+        commit_log: std::path::PathBuf,
+        consume_queue: std::path::PathBuf,
+        warning_pct: u32,
+        clear_pct: u32,
+    ) -> Self {
         DiskWatch {
-            path,
+            disks: vec![("CommitLog", commit_log), ("ConsumeQueue", consume_queue)],
             warning_pct,
             clear_pct,
+            measure: Self::used_pct,
             last: None,
         }
     }
 
-    /// Used percentage of the file system holding `path` (as `df` computes it).
+    /// Used percentage of the file system holding `path` (as `df` computes it). A path not made
+    /// yet (the ConsumeQueue directory of a store without a message) is measured at its nearest
+    /// existing ancestor: the same file system it will be made on.
     pub fn used_pct(path: &std::path::Path) -> std::io::Result<f64> {
         use std::os::unix::ffi::OsStrExt;
+        let path = path
+            .ancestors()
+            .find(|p| p.exists())
+            .unwrap_or(std::path::Path::new("/"));
         let c =
             std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -124,18 +143,33 @@ impl DiskWatch {
             return;
         }
         self.last = Some(Instant::now());
-        let pct = match Self::used_pct(&self.path) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(path = %self.path.display(), error = %e, "cannot measure disk usage");
-                return;
+        // The first disk over the limit; else, while refusing, the first disk still over the
+        // clear level (it holds the refusal, and the remark names it with its usage now); else
+        // every disk is at or below the clear level. A disk that cannot be measured keeps the
+        // state as it is.
+        let mut over = None;
+        let mut holding = None;
+        let mut unmeasured = false;
+        for (what, path) in &self.disks {
+            match (self.measure)(path) {
+                Ok(pct) if pct > self.warning_pct as f64 => {
+                    over.get_or_insert((*what, path, pct));
+                }
+                Ok(pct) if pct > self.clear_pct as f64 => {
+                    holding.get_or_insert((*what, path, pct));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot measure disk usage");
+                    unmeasured = true;
+                }
             }
-        };
+        }
         let full = state.disk_full.load().is_some();
-        if pct > self.warning_pct as f64 {
+        if let Some((what, path, pct)) = over {
             let reason = format!(
-                "disk full: {} is {pct:.1}% used, over diskSpaceWarningLevelRatio {}%; writes resume at or below {}%",
-                self.path.display(),
+                "disk full: {} ({what} files) is {pct:.1}% used, over diskSpaceWarningLevelRatio {}%; writes resume at or below {}%",
+                path.display(),
                 self.warning_pct,
                 self.clear_pct
             );
@@ -143,9 +177,19 @@ impl DiskWatch {
                 tracing::error!(%reason, "refusing writes");
             }
             state.disk_full.store(Some(Arc::new(reason)));
-        } else if full && pct <= self.clear_pct as f64 {
-            tracing::info!(path = %self.path.display(), used_pct = pct, "disk space available again; accepting writes");
-            state.disk_full.store(None);
+        } else if full && !unmeasured {
+            match holding {
+                Some((what, path, pct)) => state.disk_full.store(Some(Arc::new(format!(
+                    "disk full: {} ({what} files) is {pct:.1}% used, back under diskSpaceWarningLevelRatio {}% but writes resume only at or below {}%",
+                    path.display(),
+                    self.warning_pct,
+                    self.clear_pct
+                )))),
+                None => {
+                    tracing::info!(disks = ?self.disks, clear_pct = self.clear_pct, "disk space available again on every store disk; accepting writes");
+                    state.disk_full.store(None);
+                }
+            }
         }
     }
 }
@@ -690,6 +734,60 @@ mod tests {
     use std::sync::Mutex;
 
     type Log = Arc<Mutex<Vec<(u64, FlushOutcome)>>>;
+
+    /// Usage the disk-watch test sets for a path ending in `consumequeue` (10 % for any other).
+    /// One test uses it.
+    static CQ_PCT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(95);
+    fn fake_usage(p: &std::path::Path) -> std::io::Result<f64> {
+        Ok(if p.ends_with("consumequeue") {
+            CQ_PCT.load(Ordering::Relaxed) as f64
+        } else {
+            10.0
+        })
+    }
+
+    /// A full ConsumeQueue disk refuses writes even when the CommitLog's disk has room (the two
+    /// apart via `storePathCommitLog`), naming that disk; between the clear and warning levels it
+    /// still refuses, with its usage now; at or below the clear level writes are accepted again.
+    #[test]
+    fn a_full_consume_queue_disk_refuses_writes_and_names_it() {
+        let mut w = DiskWatch::new("/cl/commitlog".into(), "/root/consumequeue".into(), 90, 85);
+        w.measure = fake_usage;
+        let state = StoreState::default();
+        let mut check = |pct: u64| {
+            CQ_PCT.store(pct, Ordering::Relaxed);
+            w.last = None;
+            w.check(&state);
+            state.refusal()
+        };
+        let why = check(95).expect("writes are refused");
+        assert!(
+            why.contains("/root/consumequeue (ConsumeQueue files) is 95.0% used")
+                && why.contains("diskSpaceWarningLevelRatio 90%"),
+            "{why}"
+        );
+        let why = check(87).expect("still refused between the levels");
+        assert!(
+            why.contains("/root/consumequeue (ConsumeQueue files) is 87.0% used")
+                && why.contains("resume only at or below 85%"),
+            "{why}"
+        );
+        assert_eq!(check(85), None);
+        assert_eq!(
+            check(87),
+            None,
+            "under the warning level a clear store stays clear"
+        );
+    }
+
+    /// An unmade directory is measured at its nearest existing ancestor.
+    #[test]
+    fn usage_of_a_directory_not_made_yet_is_its_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = DiskWatch::used_pct(dir.path()).unwrap();
+        let below = DiskWatch::used_pct(&dir.path().join("consumequeue/not/yet")).unwrap();
+        assert!((here - below).abs() < 1.0, "{here} vs {below}");
+    }
 
     /// A reply for `end` whose answer lands in `log` as `(end, outcome)`.
     fn reply(log: &Log, end: u64) -> Arc<PendingReply> {

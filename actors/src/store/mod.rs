@@ -796,6 +796,7 @@ impl Store {
         }
         let disk = flusher::DiskWatch::new(
             params.commit_log_dir.clone(),
+            params.root.join("consumequeue"),
             params.disk_warning_pct,
             params.disk_clear_pct,
         );

@@ -12,7 +12,9 @@
 //! is retried from the same position, after a pause that doubles from 5 ms to 1 s; the first
 //! failure is logged at ERROR, the same one again at most every 10 s with a count, and the end of
 //! a failing stretch at INFO. Before, every 5 ms tick retried and logged (seen: an ERROR line
-//! every 12 ms while a disk was full).
+//! every 12 ms while a disk was full). While batches fail, `StoreState::dispatch_failing` holds
+//! the reason and the writer refuses appends with it (SERVICE_NOT_AVAILABLE), so producers learn
+//! why their messages would not reach consumers; the first batch that goes through clears it.
 //!
 //! Invariants: the dispatch position only moves forward, on record boundaries, and never past the
 //! visibility limit (the published write position; in SYNC_FLUSH the flushed position).
@@ -137,6 +139,9 @@ impl ReputDispatcher {
     /// Counts a failed batch, logs it (throttled) and sets when to retry.
     fn failed(&mut self, why: &str, from: u64) {
         let now = Instant::now();
+        self.state.dispatch_failing.store(Some(Arc::new(format!(
+            "{why} (at CommitLog offset {from})"
+        ))));
         let f = self.failing.get_or_insert_with(|| Failing::new(now));
         if f.fail(now) {
             tracing::error!(error = %why, from, failures = f.failures, failing_for_ms = now.duration_since(f.since).as_millis() as u64, "dispatch failed; will retry");
@@ -146,6 +151,7 @@ impl ReputDispatcher {
     /// A batch went through: ends a failing stretch.
     fn succeeded(&mut self) {
         if let Some(f) = self.failing.take() {
+            self.state.dispatch_failing.store(None);
             tracing::info!(
                 failures = f.failures,
                 unlogged = f.failures - f.logged_failures,

@@ -15,6 +15,9 @@
 //! lags by up to two persist intervals. After a crash a delivery may come twice (at-least-once),
 //! never not at all.
 //!
+//! A delivery the writer refuses (a full disk, a failing dispatch) is retried on the next tick;
+//! a stretch of refusals is logged once, then at most every 10 s with a count.
+//!
 //! Due-ness is decided by the injected clock, so tests move time instead of sleeping.
 
 use std::path::PathBuf;
@@ -60,6 +63,40 @@ pub struct ScheduleDelivery {
     tick: Duration,
     persist_every: Duration,
     busy: bool,
+    /// Refused deliveries in the current stretch of refusals (a full disk refuses every tick).
+    refusals: Refusals,
+}
+
+/// Throttles the log of refused deliveries: the first of a stretch at WARN, then at most every
+/// [`Refusals::LOG_EVERY`] with a count, and the end of the stretch at INFO — not a line per level
+/// per tick while the store refuses writes.
+#[derive(Default)]
+struct Refusals {
+    count: u64,
+    logged_at: Option<std::time::Instant>,
+}
+
+impl Refusals {
+    const LOG_EVERY: Duration = Duration::from_secs(10);
+
+    fn refused(&mut self, level: usize, offset: u64, error: &dyn std::fmt::Display) {
+        self.count += 1;
+        let now = std::time::Instant::now();
+        if self
+            .logged_at
+            .is_none_or(|t| now.duration_since(t) >= Self::LOG_EVERY)
+        {
+            self.logged_at = Some(now);
+            tracing::warn!(level, offset, refused = self.count, error = %error, "delayed delivery refused; retried next tick");
+        }
+    }
+
+    fn delivered(&mut self) {
+        if self.count > 0 {
+            tracing::info!(refused = self.count, "delayed delivery accepted again");
+            *self = Refusals::default();
+        }
+    }
 }
 
 /// The delivery progress a persist may write: never counting a delivery beyond the flushed
@@ -133,6 +170,7 @@ impl ScheduleDelivery {
             tick,
             persist_every,
             busy: false,
+            refusals: Refusals::default(),
         };
         for level in 1..=s.levels_ms.len() {
             let qid = (level - 1) as i32;
@@ -209,33 +247,37 @@ impl ScheduleDelivery {
         let (meta, msgs): (Vec<_>, Vec<_>) = due.into_iter().map(|(l, o, m)| ((l, o), m)).unzip();
         let writer = self.writer.clone();
         let fut = async move { writer.send(AppendBatch(msgs)).await };
-        ctx.wait(actix::fut::wrap_future::<_, Metered<Self>>(fut).map(move |res, act, _| {
-            let act = &mut act.inner;
-            act.busy = false;
-            let Ok(results) = res else {
-                tracing::warn!("CommitLog writer unavailable; delayed delivery retried next tick");
-                return;
-            };
-            // Progress per level advances over the accepted prefix only, keeping order.
-            let mut blocked = std::collections::HashSet::new();
-            for ((level, off), r) in meta.into_iter().zip(results) {
-                if blocked.contains(&level) {
-                    continue;
-                }
-                match r {
-                    Ok(ok) => {
-                        act.inner_offsets_set(level, off.0 + 1);
-                        act.delivered_end = act
-                            .delivered_end
-                            .max(ok.phy_offset.0 + ok.wrote_bytes);
+        ctx.wait(
+            actix::fut::wrap_future::<_, Metered<Self>>(fut).map(move |res, act, _| {
+                let act = &mut act.inner;
+                act.busy = false;
+                let Ok(results) = res else {
+                    tracing::warn!(
+                        "CommitLog writer unavailable; delayed delivery retried next tick"
+                    );
+                    return;
+                };
+                // Progress per level advances over the accepted prefix only, keeping order.
+                let mut blocked = std::collections::HashSet::new();
+                for ((level, off), r) in meta.into_iter().zip(results) {
+                    if blocked.contains(&level) {
+                        continue;
                     }
-                    Err(e) => {
-                        tracing::warn!(level, offset = off.0, error = %e, "delayed delivery refused; retried next tick");
-                        blocked.insert(level);
+                    match r {
+                        Ok(ok) => {
+                            act.refusals.delivered();
+                            act.inner_offsets_set(level, off.0 + 1);
+                            act.delivered_end =
+                                act.delivered_end.max(ok.phy_offset.0 + ok.wrote_bytes);
+                        }
+                        Err(e) => {
+                            act.refusals.refused(level, off.0, &e);
+                            blocked.insert(level);
+                        }
                     }
                 }
-            }
-        }));
+            }),
+        );
     }
 
     fn inner_offsets_set(&mut self, level: usize, next: u64) {

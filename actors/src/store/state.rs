@@ -30,6 +30,12 @@ pub struct StoreState {
     /// Set (with the reason) while the disk is over `diskSpaceWarningLevelRatio`; cleared when
     /// space returns.
     pub disk_full: ArcSwapOption<String>,
+    /// ReputDispatcher: set (with the reason) while dispatch to the ConsumeQueues or the index
+    /// fails, cleared by the first batch that goes through. Writes are refused meanwhile, as
+    /// RocketMQ refuses them after a ConsumeQueue write error: an acknowledged message that no
+    /// consumer can see (a ConsumeQueue file that cannot be made on a full disk) must not pile up
+    /// behind it unannounced.
+    pub dispatch_failing: ArcSwapOption<String>,
     /// Set by `Store::shutdown` before it flushes: appends after this point are refused, so the
     /// final flush and dispatch cover everything that was acknowledged.
     pub stopping: ArcSwapOption<String>,
@@ -51,7 +57,12 @@ impl StoreState {
         if let Some(r) = self.read_only.load_full() {
             return Some(format!("the store is read-only: {r}"));
         }
-        self.disk_full.load_full().map(|r| r.to_string())
+        if let Some(r) = self.disk_full.load_full() {
+            return Some(r.to_string());
+        }
+        self.dispatch_failing.load_full().map(|r| {
+            format!("dispatch to the ConsumeQueues and the index is failing, so writes are refused until a dispatch batch goes through again: {r}")
+        })
     }
     pub fn set_read_only(&self, reason: String) {
         if self.read_only.load().is_none() {
