@@ -185,6 +185,18 @@ fn every_admin_command_against_a_running_broker() {
             "{status}"
         );
         assert!(status[&addr]["putTps"].as_str().unwrap().split(' ').count() == 3);
+        assert!(
+            status[&addr]["consumeQueueDiskRatio"].is_string(),
+            "{status}"
+        );
+
+        // deleteExpiredCommitLog: accepted (retention then runs its next rounds at any hour;
+        // nothing here is 72 hours old, so nothing goes).
+        let out = ok(&ns, &["deleteExpiredCommitLog", "-b", &addr]).await;
+        assert_eq!(
+            out.trim(),
+            format!("delete expired files on {addr} success.")
+        );
 
         // queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset.
         let first = &sent[3];

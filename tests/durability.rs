@@ -2525,6 +2525,8 @@ fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_re
         );
         let root = fs.mnt.join("store");
         let env = BrokerEnv::new(&root)
+            // About refusals, not retention: forcible cleaning would delete what the test reads back.
+            .set("CLEANFILEFORCIBLYENABLE", "false")
             .set("DISKSPACEWARNINGLEVELRATIO", &WARN.to_string())
             .set("DISKSPACECLEANFORCIBLYRATIO", &CLEAR.to_string());
         let rt = runtime();
@@ -2653,6 +2655,8 @@ fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
         };
         let root = fs.mnt.join("store");
         let env = BrokerEnv::new(&root)
+            // About refusals, not retention: forcible cleaning would delete what the test reads back.
+            .set("CLEANFILEFORCIBLYENABLE", "false")
             .set("DISKSPACEWARNINGLEVELRATIO", "100")
             .set("DISKSPACECLEANFORCIBLYRATIO", "100");
         let rt = runtime();
@@ -2811,6 +2815,8 @@ fn full_consume_queue_disk_refuses_sends_until_dispatch_resumes() {
         let root = fs.mnt.join("store");
         let cl_dir = dir.path().join("commitlog");
         let env = BrokerEnv::new(&root)
+            // About refusals, not retention: forcible cleaning would delete what the test reads back.
+            .set("CLEANFILEFORCIBLYENABLE", "false")
             .set(
                 "STOREPATHCOMMITLOG",
                 cl_dir.to_str().expect("UTF-8 temp path"),
@@ -2921,6 +2927,8 @@ fn consume_queue_disk_over_the_usage_limit_refuses_sends_naming_it() {
         };
         let root = root_fs.mnt.join("store");
         let env = BrokerEnv::new(&root)
+            // About refusals, not retention: forcible cleaning would delete what the test reads back.
+            .set("CLEANFILEFORCIBLYENABLE", "false")
             .set(
                 "STOREPATHCOMMITLOG",
                 cl_fs.mnt.join("commitlog").to_str().expect("UTF-8 path"),
@@ -3976,5 +3984,178 @@ fn power_loss_keeps_the_messages_of_a_queue_that_went_quiet() {
         assert_offline_counts(&root, CQ_FILE_SIZE, &wire);
         drop(broker);
         drop(rig);
+    });
+}
+
+/// The local hour of day, as the broker's `deleteWhen` reads it.
+fn local_hour() -> u32 {
+    use chrono::Timelike;
+    chrono::Local::now().hour()
+}
+
+fn min_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
+    RemotingCommand::new_request(rq::GET_MIN_OFFSET)
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue_id.to_string())
+}
+
+/// T10 with retention: on a 64 MiB file system with 4 MiB CommitLog files, a producer writes
+/// twice the file system's size. `diskSpaceCleanForciblyRatio` 50 (with `cleanFileForciblyEnable`,
+/// the default) makes the cleaner delete the oldest CommitLog files, unexpired as they are, while
+/// `diskSpaceWarningLevelRatio` 70 refuses writes only if it falls behind; a refused send is
+/// retried. Every send is acknowledged in the end (twice what the disk holds: files were
+/// deleted), the broker stays up, and
+/// a consumer reading from the queue's new min offset gets every message still stored, intact,
+/// at the offset it was acknowledged with; one from offset 0 is moved to that min offset.
+#[test]
+fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_min_offset() {
+    let name =
+        "retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_min_offset";
+    bounded(name, Duration::from_secs(120), move |cleanup| {
+        const FS_MIB: u64 = 64;
+        const WARN: u32 = 70;
+        const FORCE: u32 = 50;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fs = match SmallFs::mount(&cleanup, dir.path(), FS_MIB) {
+            Ok(fs) => fs,
+            Err(why) => {
+                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
+                return;
+            }
+        };
+        let root = fs.mnt.join("store");
+        let env = BrokerEnv::new(&root)
+            .set("DISKSPACEWARNINGLEVELRATIO", &WARN.to_string())
+            .set("DISKSPACECLEANFORCIBLYRATIO", &FORCE.to_string())
+            .set("CLEANRESOURCEINTERVAL", "100")
+            .set("DELETECOMMITLOGFILESINTERVAL", "0")
+            // Not the hour to delete (twelve hours away): only the disk rules act.
+            .set("DELETEWHEN", &format!("{:02}", (local_hour() + 12) % 24));
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let broker = Broker::start(&cleanup, &env);
+        const BODY: u64 = 16 * 1024;
+        let total = 2 * FS_MIB * 1024 * 1024 / BODY;
+        let (refused, max_used) = rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let (mut refused, mut max_used) = (0u32, 0f64);
+            for n in 0..total {
+                let started = Instant::now();
+                loop {
+                    let k = key(&format!("ret-{n}-{refused}"), BODY);
+                    let r = client
+                        .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                        .await
+                        .unwrap_or_else(|e| panic!("SEND {k} got no reply: {e}"));
+                    max_used = max_used.max(used_pct(&fs.mnt));
+                    if r.code == rc::SUCCESS {
+                        ledger.record(k, 0, outcome(Ok(r)));
+                        break;
+                    }
+                    assert_eq!(r.code, rc::SERVICE_NOT_AVAILABLE, "{}", describe(&r));
+                    ledger.sent.insert(k.clone());
+                    ledger.refused.insert(k);
+                    refused += 1;
+                    assert!(
+                        started.elapsed() < Duration::from_secs(60),
+                        "a send still refused after 60 s: {}\n{}",
+                        describe(&r),
+                        broker.tail(20)
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            (refused, max_used)
+        });
+        eprintln!(
+            "{name}: {} sends of {BODY} B acknowledged ({} MiB through a {FS_MIB} MiB file \
+             system), {refused} refused and retried, usage peaked at {max_used:.1}%",
+            ledger.acked.len(),
+            (ledger.acked.len() as u64 * BODY) >> 20
+        );
+        assert_eq!(ledger.acked.len() as u64, total);
+        let deleted = broker
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("deleting CommitLog file"))
+            .count();
+        assert!(
+            deleted > 0,
+            "no CommitLog file deleted:\n{}",
+            broker.tail(30)
+        );
+        rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let max = max_offset(&client, 0).await;
+            assert_eq!(max, total, "every acknowledged send is in the queue");
+            // Cleaning goes on until usage is back under the forcible level; then, with no more
+            // writes, nothing else goes and the min offset stays where it is.
+            let min_offset = || async {
+                let r = client
+                    .invoke(min_offset_request(TOPIC, 0), RPC_TIMEOUT)
+                    .await
+                    .expect("GET_MIN_OFFSET answered");
+                r.ext("offset")
+                    .and_then(|o| o.parse::<u64>().ok())
+                    .expect("offset")
+            };
+            let settled = Instant::now();
+            let mut min = min_offset().await;
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let now = min_offset().await;
+                if now == min && used_pct(&fs.mnt) <= f64::from(FORCE) {
+                    break;
+                }
+                min = now;
+                assert!(
+                    settled.elapsed() < Duration::from_secs(30),
+                    "cleaning never settled: {:.1}% used, min offset {min}",
+                    used_pct(&fs.mnt)
+                );
+            }
+            assert!(min > 0 && min < max, "min offset {min} of {max}");
+            // A consumer at offset 0 is moved to the min offset.
+            let r = client
+                .invoke(pull_request(TOPIC, 0, 0), RPC_TIMEOUT)
+                .await
+                .expect("PULL answered");
+            assert_eq!(
+                (r.code, r.ext("nextBeginOffset")),
+                (rc::PULL_OFFSET_MOVED, Some(min.to_string().as_str())),
+                "{}",
+                describe(&r)
+            );
+            // From the min offset on: every message, intact, where it was acknowledged.
+            let mut offset = min;
+            while offset < max {
+                let r = client
+                    .invoke(pull_request(TOPIC, 0, offset), RPC_TIMEOUT)
+                    .await
+                    .expect("PULL answered");
+                assert_eq!(r.code, rc::SUCCESS, "PULL at {offset}: {}", describe(&r));
+                let mut pos = 0;
+                while pos < r.body.len() {
+                    let Ok(Check::Record(rec)) = record::check(&r.body[pos..], true) else {
+                        panic!("PULL at {offset}: not a record at byte {pos}");
+                    };
+                    let k = key_of(rec.body).expect("keyed body");
+                    assert_eq!(rec.queue_offset as u64, offset);
+                    assert_eq!(ledger.slots.get(&(0, offset)).map(String::as_str), Some(k));
+                    assert_eq!(rec.body, &body_of(k)[..], "{k}: body damaged");
+                    offset += 1;
+                    pos += rec.total_size as usize;
+                }
+            }
+            eprintln!("{name}: {deleted} CommitLog files deleted; min offset {min}, max {max}; read {} messages back", max - min);
+        });
+        drop(broker);
+        drop(fs);
     });
 }

@@ -386,6 +386,59 @@ impl ConsumeQueue {
         Ok(())
     }
 
+    /// Retention (spec §9, RocketMQ's `deleteExpiredFile` then `correctMinOffset`): deletes the
+    /// files, oldest first and never the last, whose last unit points below CommitLog offset
+    /// `min_phy` (the CommitLog's first byte after its own retention), stopping at the first
+    /// that does not; then moves the queue's min offset to its first unit at or past `min_phy`,
+    /// so consumers are told OFFSET_TOO_SMALL instead of reading units whose messages are gone.
+    /// Returns how many files were deleted.
+    pub fn delete_below(&mut self, min_phy: u64) -> io::Result<usize> {
+        let files = self.files.files();
+        let size = self.files.file_size();
+        let last_unit = |f: &Arc<MappedFile>| {
+            f.read(size - CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
+                .and_then(CqUnit::decode)
+        };
+        let n = files[..files.len().saturating_sub(1)]
+            .iter()
+            .take_while(|f| {
+                last_unit(f).is_some_and(|u| {
+                    (u.is_valid() && (u.phy_offset as u64) < min_phy) || u == CqUnit::PRE_BLANK
+                })
+            })
+            .count();
+        let deleted = self.files.delete_files(&files[..n])?;
+        self.correct_min_offset(min_phy);
+        Ok(deleted)
+    }
+
+    /// Sets the min offset to the first unit whose message starts at or past `min_phy` (a binary
+    /// search over the first file: units are in CommitLog order), or to the end of that file when
+    /// none does. Never moves it back.
+    pub fn correct_min_offset(&mut self, min_phy: u64) {
+        let Some(first) = self.files.files().first().cloned() else {
+            return;
+        };
+        let base = first.file_from_offset() / CQ_UNIT_SIZE as u64;
+        let units = first.readable_position() / CQ_UNIT_SIZE as u64;
+        let below = |i: u64| {
+            first
+                .read(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
+                .and_then(CqUnit::decode)
+                .is_some_and(|u| u == CqUnit::PRE_BLANK || (u.phy_offset as u64) < min_phy)
+        };
+        let (mut lo, mut hi) = (0, units);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if below(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.view.min_logic.fetch_max(base + lo, Ordering::AcqRel);
+    }
+
     /// Flushes (spec §4.2 page rule) and returns how many units are now on disk.
     pub fn flush(&self, least_pages: u64) -> io::Result<QueueOffset> {
         Ok(QueueOffset(
@@ -622,6 +675,28 @@ impl ConsumeQueueStore {
         Ok(())
     }
 
+    /// Retention of every queue below CommitLog offset `min_phy` ([`ConsumeQueue::delete_below`]);
+    /// returns how many files were deleted. A queue that fails is reported after the others ran.
+    pub fn delete_below(&mut self, min_phy: u64) -> io::Result<usize> {
+        let mut deleted = 0;
+        let mut failed = None;
+        for q in self.queues.values_mut().flat_map(|m| m.values_mut()) {
+            match q.delete_below(min_phy) {
+                Ok(n) => deleted += n,
+                Err(e) => failed = Some(e),
+            }
+        }
+        failed.map_or(Ok(deleted), Err)
+    }
+
+    /// At load: every queue's min offset moved to its first unit whose message the CommitLog
+    /// still holds (its first byte is `min_phy`), as RocketMQ's `correctMinOffset`.
+    pub fn correct_min_offsets(&mut self, min_phy: u64) {
+        for q in self.queues.values_mut().flat_map(|m| m.values_mut()) {
+            q.correct_min_offset(min_phy);
+        }
+    }
+
     /// Next queue offset of every queue, for the CommitLog writer's topic-queue table.
     pub fn max_offsets(&self) -> Vec<(String, i32, QueueOffset)> {
         self.queues
@@ -710,6 +785,41 @@ pub(crate) mod tests {
             size: 100,
             tags_code: 7,
         }
+    }
+
+    /// Retention: files whose last unit points below the CommitLog's new first byte go (never
+    /// the last file), the min offset moves to the first unit still backed by the CommitLog, and
+    /// a reload corrects it the same way.
+    #[test]
+    fn retention_deletes_files_below_the_commit_log_min_and_corrects_the_min_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap(); // 5 units per file
+        for i in 0..17 {
+            s.put("T", 0, QueueOffset(i as u64), unit(i * 100)).unwrap();
+        }
+        let q = s.queue("T", 0).unwrap().view().clone();
+        assert_eq!(s.delete_below(0).unwrap(), 0);
+        assert_eq!(q.min_offset(), QueueOffset(0));
+        // Units 0..=6 point below 650: file 0 (units 0-4) goes, file 1 (5-9) stays, and the min
+        // offset is unit 7, the first at or past 650.
+        assert_eq!(s.delete_below(650).unwrap(), 1);
+        assert_eq!(q.min_offset(), QueueOffset(7));
+        assert!(!dir.path().join("T/0/00000000000000000000").exists());
+        assert_eq!(q.unit(QueueOffset(7)).unwrap().phy_offset, 700);
+        // Everything below the end: all but the last file (units 15, 16) go; min at unit 17 is
+        // past the units there, so the min offset is the end of the first remaining file's units.
+        assert_eq!(s.delete_below(1_000_000).unwrap(), 2);
+        assert_eq!(q.min_offset(), QueueOffset(17));
+        assert_eq!(q.max_offset(), QueueOffset(17));
+        drop(s);
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        s.recover().unwrap();
+        s.correct_min_offsets(1_550);
+        let q = s.queue("T", 0).unwrap().view().clone();
+        assert_eq!(
+            (q.min_offset(), q.max_offset()),
+            (QueueOffset(16), QueueOffset(17))
+        );
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //!
 //! The owner (one actor) appends files and truncates; readers hold a [`FileQueueView`], which loads
 //! the current list from an `ArcSwap` — publishing a new list never blocks a reader and a reader
-//! never blocks the owner. A file dropped from the list stays mapped until its last reader drops
-//! its `Arc`.
+//! never blocks the owner. Retention may drop files at the front from another thread through a
+//! [`FileQueueRetention`]: appends and drops both update the list with `rcu` (compare and swap),
+//! so neither loses the other's change, and the last file is never dropped. A file dropped from
+//! the list stays mapped until its last reader drops its `Arc`.
 //!
 //! Queue-level positions are global offsets: [`FileQueueView::max_offset`] is the *readable* end
 //! (committed bytes when files have write buffers), [`FileQueueView::max_wrote_offset`] the
@@ -136,10 +138,15 @@ impl MappedFileQueue {
             // The writer moves on: the full file is only read from now on (read-ahead back on).
             last.advise_filled();
         }
-        let mut next = Vec::with_capacity(cur.len() + 1);
-        next.extend(cur.iter().cloned());
-        next.push(file);
-        self.files.store(Arc::new(next));
+        drop(cur);
+        // `rcu`, not load-then-store: retention may drop files from the front at the same time
+        // on its own thread (it never drops the last file, so the check above stays true).
+        self.files.rcu(|cur| {
+            let mut next = Vec::with_capacity(cur.len() + 1);
+            next.extend(cur.iter().cloned());
+            next.push(file.clone());
+            next
+        });
         Ok(())
     }
 
@@ -182,17 +189,23 @@ impl MappedFileQueue {
         super::mapped_file::sync_dir(&self.dir)
     }
 
-    /// Removes the first `n` files from the list and from disk (retention); readers still holding
-    /// them keep their mapping until they drop it.
-    pub fn delete_first(&self, n: usize) -> io::Result<()> {
-        let cur = self.files.load_full();
-        let n = n.min(cur.len());
-        for f in &cur[..n] {
-            f.mark_unavailable();
-            std::fs::remove_file(f.path())?;
+    /// Retention: see [`FileQueueRetention::delete_files`].
+    pub fn delete_files(&self, doomed: &[Arc<MappedFile>]) -> io::Result<usize> {
+        self.retention().delete_files(doomed)
+    }
+
+    /// A handle that deletes files at the front, for a retention actor beside the owner.
+    pub fn retention(&self) -> FileQueueRetention {
+        FileQueueRetention {
+            files: self.files.clone(),
         }
-        self.files.store(Arc::new(cur[n..].to_vec()));
-        Ok(())
+    }
+
+    /// Removes the first `n` files (never the last one) from the list and from disk.
+    pub fn delete_first(&self, n: usize) -> io::Result<usize> {
+        let cur = self.files.load_full();
+        let n = n.min(cur.len().saturating_sub(1));
+        self.delete_files(&cur[..n])
     }
 
     /// Flushes the file containing the lowest unflushed byte; returns the global flushed offset.
@@ -207,6 +220,62 @@ impl MappedFileQueue {
             }
         }
         Ok(flushed)
+    }
+}
+
+/// Retention's handle on a file queue: it lists the files and deletes them at the front, on
+/// the retention actor's thread while the owner appends (both update the list with `rcu`).
+#[derive(Clone)]
+pub struct FileQueueRetention {
+    files: Arc<ArcSwap<Vec<Arc<MappedFile>>>>,
+}
+
+impl FileQueueRetention {
+    pub fn files(&self) -> FileList {
+        self.files.load_full()
+    }
+
+    /// Removes `doomed` (files at the front, never the last one) from the list and
+    /// then from disk. Safe beside the owner's [`MappedFileQueue::push`] on another thread (both
+    /// update the list with `rcu`). Readers stop finding them first; a reader still holding one
+    /// keeps its mapping until it drops it. Returns how many were removed from disk.
+    pub fn delete_files(&self, doomed: &[Arc<MappedFile>]) -> io::Result<usize> {
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        self.files.rcu(|cur| {
+            let keep_last = cur.len().saturating_sub(1);
+            cur.iter()
+                .enumerate()
+                .filter(|(i, f)| *i >= keep_last || !doomed.iter().any(|d| Arc::ptr_eq(d, f)))
+                .map(|(_, f)| f.clone())
+                .collect::<Vec<_>>()
+        });
+        let now = self.files.load();
+        let mut n = 0;
+        let mut failed = None;
+        // Every file that left the list is unlinked, whatever happened to the one before: a file
+        // out of the list and still on disk comes back at the next start (and goes then).
+        for f in doomed {
+            if now.iter().any(|g| Arc::ptr_eq(g, f)) {
+                continue; // the last file: kept
+            }
+            f.mark_unavailable();
+            match std::fs::remove_file(f.path()) {
+                Ok(()) => n += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => n += 1,
+                Err(e) => {
+                    failed.get_or_insert(io::Error::new(
+                        e.kind(),
+                        format!("cannot delete {}: {e}", f.path().display()),
+                    ));
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(n)
     }
 }
 

@@ -114,6 +114,11 @@ pub enum AdminCommand {
         #[command(flatten)]
         target: Target,
     },
+    /// Delete expired CommitLog files now: the next 20 retention rounds act at any hour (27).
+    DeleteExpiredCommitLog {
+        #[command(flatten)]
+        target: Target,
+    },
     /// Create or update a consumer group (200).
     UpdateSubGroup {
         #[arg(short = 'g', long = "groupName")]
@@ -319,6 +324,11 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 all.insert(addr.clone(), print_kv(title.as_deref(), &kv, json));
             }
             Some(Value::Object(all))
+        }
+        AdminCommand::DeleteExpiredCommitLog { target } => {
+            let cmd = RemotingCommand::new_request(rq::TRIGGER_DELETE_FILES);
+            let done = to_each(&admin, &target, cmd, "delete expired files on").await?;
+            Some(json!({ "brokers": done }))
         }
         AdminCommand::UpdateSubGroup {
             group,

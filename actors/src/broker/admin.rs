@@ -65,6 +65,7 @@ pub const ADMIN_CODES: &[i32] = &[
     rq::GET_BROKER_CONFIG,
     rq::UPDATE_BROKER_CONFIG,
     rq::INVOKE_BROKER_TO_RESET_OFFSET,
+    rq::TRIGGER_DELETE_FILES,
 ];
 
 /// The file that keeps runtime updates across restarts.
@@ -294,6 +295,7 @@ impl BrokerCore {
             rq::GET_BROKER_CONFIG => self.get_config(req),
             rq::UPDATE_BROKER_CONFIG => self.update_config(req, peer),
             rq::INVOKE_BROKER_TO_RESET_OFFSET => self.clone().reset_offset(req, peer),
+            rq::TRIGGER_DELETE_FILES => self.trigger_delete_files(req, peer),
             code => Handled::Reply(reply(
                 &req,
                 rc::REQUEST_CODE_NOT_SUPPORTED,
@@ -477,6 +479,24 @@ impl BrokerCore {
                 ),
             }
         })
+    }
+
+    /// mqadmin `deleteExpiredCommitLog`: the next 20 retention rounds delete expired files
+    /// whatever the hour and disk usage (RocketMQ's `executeDeleteFilesManually`).
+    fn trigger_delete_files(&self, req: RemotingCommand, peer: &str) -> Handled {
+        if self.store.trigger_delete_files() {
+            tracing::info!(
+                peer,
+                "deleteExpiredCommitLog: expired files go in the next retention rounds"
+            );
+            Handled::Reply(ok(&req))
+        } else {
+            Handled::Reply(reply(
+                &req,
+                rc::SYSTEM_ERROR,
+                "retention is not running in this broker",
+            ))
+        }
     }
 
     fn update_group(&self, req: RemotingCommand) -> Handled {

@@ -4,7 +4,8 @@
 //! In: [`Dispatch`] `{from, to}` from the reput dispatcher: it walks those records itself through
 //! the CommitLog view (no per-record allocation crosses the mailbox) and appends a 20-byte unit for
 //! every non-transactional or committed record; a periodic flush tick; [`DeleteTopicQueues`] (a
-//! deleted topic); [`FlushConsumeQueues`] (clean stop, and recovery's progress checkpoints: it
+//! deleted topic); `DeleteBelow` (retention, from the `StoreCleaner`: files whose units all
+//! point below the CommitLog's first byte go, and the min offsets move); [`FlushConsumeQueues`] (clean stop, and recovery's progress checkpoints: it
 //! replies with the store time of the newest unit the flush made durable). Out: the reply (done
 //! or an error), and the units become visible to readers through the ConsumeQueue table.
 //!
@@ -401,6 +402,19 @@ impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
         table.delete_topic(&m.topic, m.before.0);
         self.write_table(table)?;
         self.cqs.delete_topic(&m.topic)
+    }
+}
+
+impl Serve<super::cleaner::DeleteBelow> for ConsumeQueueBuilder {
+    type Reply = std::io::Result<usize>;
+    fn serve(
+        &mut self,
+        m: super::cleaner::DeleteBelow,
+        _: &mut Context<Metered<Self>>,
+    ) -> Self::Reply {
+        // Only the front of each queue goes; the persisted table holds the queues' ends, which
+        // do not move.
+        self.cqs.delete_below(m.min_phy)
     }
 }
 

@@ -1,7 +1,8 @@
 //! `IndexBuilder` — owns the IndexFiles (RocketMQ's IndexService on the dispatch path).
 //!
 //! In: [`Dispatch`] `{from, to}`: walks those records through the CommitLog view and indexes
-//! `topic#KEY` for each key and `topic#UNIQ_KEY`; [`FlushIndex`]. Out: the reply; readers see new
+//! `topic#KEY` for each key and `topic#UNIQ_KEY`; [`FlushIndex`]; `DeleteBelow` (retention: files
+//! whose entries all point below the CommitLog's first byte go, never the newest). Out: the reply; readers see new
 //! entries through the shared `IndexReader`.
 //!
 //! Like RocketMQ, an index file is flushed when it is full (and at a clean stop), not on a timer:
@@ -109,6 +110,22 @@ impl Serve<Dispatch> for IndexBuilder {
             }
         }
         err.map_or(Ok(()), Err)
+    }
+}
+
+impl Serve<super::cleaner::DeleteBelow> for IndexBuilder {
+    type Reply = std::io::Result<usize>;
+    fn serve(
+        &mut self,
+        m: super::cleaner::DeleteBelow,
+        _: &mut Context<Metered<Self>>,
+    ) -> Self::Reply {
+        let n = self
+            .index
+            .delete_files_below(i64::try_from(m.min_phy).unwrap_or(i64::MAX));
+        // Only full files go (never the newest): the roll count stays right.
+        self.files_seen = self.files_seen.saturating_sub(n);
+        Ok(n)
     }
 }
 

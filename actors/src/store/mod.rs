@@ -30,6 +30,7 @@
 //! dispatch, persist the builders, and end with a final flush of every file.
 
 pub mod allocator;
+pub mod cleaner;
 pub mod committer;
 pub mod cq_builder;
 pub mod flusher;
@@ -131,6 +132,8 @@ pub struct StoreParams {
     pub disk_warning_pct: u32,
     /// ...until usage is back at or below this one (`diskSpaceCleanForciblyRatio`).
     pub disk_clear_pct: u32,
+    /// Retention (`fileReservedTime`, `deleteWhen`, ...); `None`: no file is ever deleted.
+    pub retention: Option<cleaner::RetentionParams>,
 }
 
 impl StoreParams {
@@ -176,6 +179,7 @@ impl StoreParams {
             disk_clear_pct: c
                 .disk_space_clean_forcibly_ratio
                 .min(c.disk_space_warning_level_ratio),
+            retention: Some(cleaner::RetentionParams::from_config(c)),
         })
     }
 
@@ -216,6 +220,8 @@ impl StoreParams {
             // Off: a test must not fail because the machine's disk is nearly full.
             disk_warning_pct: 100,
             disk_clear_pct: 100,
+            // Off: a test that wants retention sets it (and runs it with `Store::clean_now`).
+            retention: None,
         }
     }
 }
@@ -406,6 +412,8 @@ pub struct Store {
     cq_builder: ActorRef<ConsumeQueueBuilder>,
     index_builder: Option<ActorRef<IndexBuilder>>,
     schedule: ActorRef<ScheduleDelivery>,
+    /// Retention; `None` when `StoreParams::retention` is.
+    cleaner: Option<ActorRef<cleaner::StoreCleaner>>,
     reader: StoreReader,
     index: Option<IndexReader>,
     state: Arc<StoreState>,
@@ -537,6 +545,10 @@ impl Store {
         // Units pointing beyond the recovered end refer to data that no longer exists.
         cqs.truncate_to_phy(rec.end.0)?;
         let min_cl = log.view().min_offset();
+        // Retention may have deleted CommitLog files after the last ConsumeQueue cleanup (or
+        // the broker stopped in between): units pointing below the CommitLog's first byte are
+        // not offered to consumers (RocketMQ's `correctMinOffset`).
+        cqs.correct_min_offsets(min_cl);
         let plan = scan.plan(&cqs, min_cl);
         for r in &plan.rebuilds {
             tracing::warn!(
@@ -896,6 +908,7 @@ impl Store {
             after_append.extend(flush_waker);
         }
         let commit_inline = rings.is_some();
+        let cl_retention = log.files().retention();
         let writer_arb = arbiter();
         let writer = start_on(
             Some(&writer_arb.handle()),
@@ -920,6 +933,27 @@ impl Store {
         )?;
         let schedule = start_with(&sched_arb.handle(), move |_| sched);
         arbiters.push(sched_arb);
+        let cleaner = match &params.retention {
+            Some(r) => {
+                let arb = arbiter();
+                let c = start_on(
+                    Some(&arb.handle()),
+                    cleaner::StoreCleaner::new(
+                        r.clone(),
+                        cl_retention,
+                        params.commit_log_dir.clone(),
+                        params.root.join("consumequeue"),
+                        state.clone(),
+                        clock.clone(),
+                        cq_builder.clone(),
+                        index_builder_ref.clone(),
+                    ),
+                );
+                arbiters.push(arb);
+                Some(c)
+            }
+            None => None,
+        };
 
         let report = OpenReport {
             abnormal,
@@ -943,6 +977,7 @@ impl Store {
             cq_builder,
             index_builder: index_builder_ref,
             schedule,
+            cleaner,
             reader,
             index: index_reader,
             state,
@@ -953,6 +988,25 @@ impl Store {
 
     pub fn params(&self) -> &StoreParams {
         &self.params
+    }
+    /// One retention round now; an error when retention is off.
+    pub async fn clean_now(&self) -> std::io::Result<cleaner::CleanReport> {
+        let c = self
+            .cleaner
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("retention is off"))?;
+        c.send(cleaner::CleanNow)
+            .await
+            .map_err(std::io::Error::other)?
+    }
+    /// mqadmin `deleteExpiredCommitLog`: the next 20 retention rounds delete expired files at
+    /// any hour. False when retention is off.
+    pub fn trigger_delete_files(&self) -> bool {
+        let Some(c) = &self.cleaner else {
+            return false;
+        };
+        c.notify(cleaner::TriggerDeleteFiles);
+        true
     }
     pub fn reader(&self) -> &StoreReader {
         &self.reader

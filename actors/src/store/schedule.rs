@@ -203,6 +203,9 @@ impl ScheduleDelivery {
                 continue;
             };
             let mut off = QueueOffset(self.offsets.0.get(&level).copied().unwrap_or(0));
+            // Retention deleted the level's oldest units (their messages are gone with the
+            // CommitLog files): go on from the first unit left, as RocketMQ does.
+            off = off.max(q.min_offset());
             while off < q.max_offset() && out.len() < MAX_PER_TICK {
                 let Some(unit) = q.unit(off) else { break };
                 // Clock-skew guard: a delivery time further out than the level's delay means the

@@ -1,0 +1,455 @@
+//! `StoreCleaner` — retention: deletes expired CommitLog files, then the ConsumeQueue and index
+//! files that only point into them (RocketMQ's `CleanCommitLogService` and
+//! `CleanConsumeQueueService`, spec §9).
+//!
+//! In: a tick every `cleanResourceInterval` (the first after 60 s as RocketMQ, or six intervals
+//! if that is sooner); [`CleanNow`]
+//! (one round at once, for tests and benches); [`TriggerDeleteFiles`] (mqadmin's
+//! `deleteExpiredCommitLog`, request code 27: the next 20 rounds act as if it were time to
+//! delete). Out: [`DeleteBelow`] to the ConsumeQueue builder and the index builder, which own
+//! those files; a [`CleanReport`] to `CleanNow`.
+//!
+//! A round deletes when it is time (the local hour is in `deleteWhen`), when a store disk (the
+//! CommitLog's or the ConsumeQueues') is over `diskMaxUsedSpaceRatio` (or over either level
+//! below, if lower), or when triggered. It walks the CommitLog files oldest first, never the last,
+//! and deletes those older than `fileReservedTime` (by modification time) — or any, when a disk is
+//! over `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (where writes are refused)
+//! and `cleanFileForciblyEnable` is on — stopping at the first it keeps, at most
+//! `deleteFileBatchMax` a round, `deleteCommitLogFilesInterval` apart.
+//!
+//! Invariants: the CommitLog's last file is never deleted, nor a file holding a byte not yet
+//! flushed or dispatched (RocketMQ does not check this; a reader of the ConsumeQueue must never
+//! meet a unit whose message was deleted before the unit was even written). The ConsumeQueues are
+//! flushed before a CommitLog file goes, so no unit of its records exists only in memory (after a
+//! power loss it could not be rebuilt, and its queue offset would be handed out again). Files leave the
+//! readers' lists before they leave the disk, and a reader holding one keeps its mapping. The
+//! CommitLog's list is shared with the writer, which appends while this deletes: both update it
+//! with `rcu` (`FileQueueRetention`). The ConsumeQueues' min offsets only move forward.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use actix::prelude::*;
+use actormq_core::clock::SharedClock;
+use actormq_core::config::StoreConfig;
+use actormq_core::store::mapped_file::MappedFile;
+use actormq_core::store::mapped_file_queue::FileQueueRetention;
+
+use super::cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
+use super::flusher::DiskWatch;
+use super::index_builder::IndexBuilder;
+use super::state::StoreState;
+use crate::metered::{ActorRef, Metered, Serve, Service};
+
+/// Retention settings (broker.conf names in the field docs).
+#[derive(Clone, Debug)]
+pub struct RetentionParams {
+    /// `cleanResourceInterval`.
+    pub interval: Duration,
+    /// Delay of the first round after start (RocketMQ: 60 s).
+    pub first_delay: Duration,
+    /// `fileReservedTime` (hours in broker.conf).
+    pub reserved: Duration,
+    /// `deleteWhen`: local hours of the day at which expired files are deleted.
+    pub delete_when: Vec<u8>,
+    /// `diskMaxUsedSpaceRatio`: over it, expired files are deleted at any hour.
+    pub disk_max_used_pct: u32,
+    /// `diskSpaceCleanForciblyRatio`: over it (with `cleanFileForciblyEnable`), files are
+    /// deleted whether expired or not.
+    pub clean_forcibly_pct: u32,
+    /// `diskSpaceWarningLevelRatio`: writes are refused over it, so it forces cleaning too.
+    pub warning_pct: u32,
+    pub clean_forcibly_enable: bool,
+    /// `deleteFileBatchMax`: CommitLog files per round.
+    pub batch_max: usize,
+    /// `deleteCommitLogFilesInterval`: pause between two CommitLog deletions.
+    pub delete_pause: Duration,
+}
+
+impl RetentionParams {
+    pub fn from_config(c: &StoreConfig) -> RetentionParams {
+        RetentionParams {
+            interval: Duration::from_millis(c.clean_resource_interval_ms.max(100)),
+            // RocketMQ: 60 s. Six intervals is the same with the default interval, and lets a
+            // test with a short interval see a round soon.
+            first_delay: (Duration::from_millis(c.clean_resource_interval_ms.max(100)) * 6)
+                .min(Duration::from_secs(60)),
+            reserved: Duration::from_secs(u64::from(c.file_reserved_time_hours) * 3600),
+            delete_when: c.delete_when_hours(),
+            disk_max_used_pct: c.disk_max_used_space_ratio.clamp(10, 95),
+            clean_forcibly_pct: c.disk_space_clean_forcibly_ratio,
+            warning_pct: c.disk_space_warning_level_ratio,
+            clean_forcibly_enable: c.clean_file_forcibly_enable,
+            batch_max: c.delete_file_batch_max.max(1) as usize,
+            delete_pause: Duration::from_millis(c.delete_commit_log_files_interval_ms),
+        }
+    }
+
+    /// Every file counts as expired, at any hour, and nothing pauses: for tests.
+    pub fn immediate() -> RetentionParams {
+        RetentionParams {
+            interval: Duration::from_secs(3600),
+            first_delay: Duration::from_secs(3600),
+            reserved: Duration::ZERO,
+            delete_when: (0..24).collect(),
+            disk_max_used_pct: 95,
+            clean_forcibly_pct: 100,
+            warning_pct: 100,
+            clean_forcibly_enable: false,
+            batch_max: 10,
+            delete_pause: Duration::ZERO,
+        }
+    }
+}
+
+/// ConsumeQueue and index builders: delete the files whose entries all point below `min_phy`
+/// (the CommitLog's first byte), and move the queues' min offsets there. Replies with how many
+/// files went.
+pub struct DeleteBelow {
+    pub min_phy: u64,
+}
+impl Message for DeleteBelow {
+    type Result = std::io::Result<usize>;
+}
+
+/// One retention round now (whatever the interval); replies with what it deleted.
+pub struct CleanNow;
+impl Message for CleanNow {
+    type Result = std::io::Result<CleanReport>;
+}
+
+/// mqadmin `deleteExpiredCommitLog` (TRIGGER_DELETE_FILES): the next 20 rounds delete expired
+/// files whatever the hour and disk usage, as RocketMQ's `executeDeleteFilesManually`.
+pub struct TriggerDeleteFiles;
+impl Message for TriggerDeleteFiles {
+    type Result = ();
+}
+
+/// What one round deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CleanReport {
+    pub commit_log_files: usize,
+    pub consume_queue_files: usize,
+    pub index_files: usize,
+    /// The CommitLog's first byte after the round.
+    pub min_offset: u64,
+}
+
+pub struct StoreCleaner {
+    params: RetentionParams,
+    commit_log: FileQueueRetention,
+    /// (what, path) of the two watched disks, as [`DiskWatch`].
+    disks: Vec<(&'static str, PathBuf)>,
+    measure: fn(&Path) -> std::io::Result<f64>,
+    state: Arc<StoreState>,
+    clock: SharedClock,
+    cq_builder: ActorRef<ConsumeQueueBuilder>,
+    index_builder: Option<ActorRef<IndexBuilder>>,
+    /// Rounds left that act as triggered ([`TriggerDeleteFiles`]).
+    manual: u32,
+    /// The CommitLog min offset the ConsumeQueues and index were last cleaned to.
+    cleaned_to: Option<u64>,
+    /// A round's ConsumeQueue/index part is in flight; the next tick skips.
+    busy: bool,
+}
+
+/// Why a round deletes, if it does: the first of time, disk or trigger.
+#[derive(Debug, PartialEq, Eq)]
+enum Trigger {
+    Time,
+    Disk,
+    Manual,
+}
+
+/// Whether a round deletes, given the local hour, the highest disk usage (`None`: a disk could
+/// not be measured) and the manual rounds left (one is used up per round while any are left,
+/// as RocketMQ's `manualDeleteFileSeveralTimes`); and whether it deletes unexpired files too.
+/// As RocketMQ 5's `isSpaceToDelete`: over `diskMaxUsedSpaceRatio` expired files go; over
+/// `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (where writes are refused)
+/// any file goes, with `cleanFileForciblyEnable`. An unmeasurable disk deletes expired files.
+fn decide(
+    p: &RetentionParams,
+    hour: Option<u8>,
+    usage: Option<f64>,
+    manual: &mut u32,
+) -> Option<(Trigger, bool)> {
+    let manual_round = *manual > 0;
+    *manual = manual.saturating_sub(1);
+    let force_at = p.clean_forcibly_pct.min(p.warning_pct) as f64;
+    let at_once = p.clean_forcibly_enable && usage.is_some_and(|u| u > force_at);
+    let trigger = if hour.is_some_and(|h| p.delete_when.contains(&h)) {
+        Trigger::Time
+    } else if usage.is_none_or(|u| u > (p.disk_max_used_pct as f64).min(force_at)) {
+        Trigger::Disk
+    } else if manual_round {
+        Trigger::Manual
+    } else {
+        return None;
+    };
+    Some((trigger, at_once))
+}
+
+impl StoreCleaner {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        params: RetentionParams,
+        commit_log: FileQueueRetention,
+        commit_log_dir: PathBuf,
+        consume_queue_dir: PathBuf,
+        state: Arc<StoreState>,
+        clock: SharedClock,
+        cq_builder: ActorRef<ConsumeQueueBuilder>,
+        index_builder: Option<ActorRef<IndexBuilder>>,
+    ) -> Self {
+        StoreCleaner {
+            params,
+            commit_log,
+            disks: vec![
+                ("CommitLog", commit_log_dir),
+                ("ConsumeQueue", consume_queue_dir),
+            ],
+            measure: DiskWatch::used_pct,
+            state,
+            clock,
+            cq_builder,
+            index_builder,
+            manual: 0,
+            cleaned_to: None,
+            busy: false,
+        }
+    }
+
+    /// The highest usage of the watched disks; `None` when one cannot be measured (RocketMQ's
+    /// -1: it cleans expired files, never unexpired ones, on that account).
+    fn usage(&self) -> Option<f64> {
+        let mut max = 0f64;
+        for (what, p) in &self.disks {
+            match (self.measure)(p) {
+                Ok(pct) => max = max.max(pct),
+                Err(e) => {
+                    tracing::warn!(disk = what, path = %p.display(), error = %e, "cannot measure disk usage; deleting expired files");
+                    return None;
+                }
+            }
+        }
+        Some(max)
+    }
+
+    fn trigger(&mut self, usage: Option<f64>) -> Option<(Trigger, bool)> {
+        let hour = {
+            use chrono::{TimeZone, Timelike};
+            chrono::Local
+                .timestamp_millis_opt(self.clock.now_ms())
+                .single()
+                .map(|t| t.hour() as u8)
+        };
+        decide(&self.params, hour, usage, &mut self.manual)
+    }
+
+    /// The CommitLog files a round deletes now, oldest first.
+    fn plan(&mut self) -> Vec<Arc<MappedFile>> {
+        let usage = self.usage();
+        let Some((why, at_once)) = self.trigger(usage) else {
+            return Vec::new();
+        };
+        // Never past what is flushed and dispatched: those bytes may still be needed by recovery
+        // or be missing from the ConsumeQueues.
+        let safe_end = self.state.flushed().min(
+            self.state
+                .dispatched
+                .load(std::sync::atomic::Ordering::Acquire),
+        );
+        let now = SystemTime::now();
+        let files = self.commit_log.files();
+        let mut doomed = Vec::new();
+        for f in files[..files.len().saturating_sub(1)]
+            .iter()
+            .take(self.params.batch_max)
+        {
+            if f.file_from_offset() + f.file_size() > safe_end {
+                break;
+            }
+            let expired = match std::fs::metadata(f.path()).and_then(|m| m.modified()) {
+                Ok(t) => t + self.params.reserved <= now,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                Err(_) => false, // unreadable: not known to be old
+            };
+            if !expired && !at_once {
+                break;
+            }
+            tracing::info!(file = %f.path().display(), trigger = ?why, expired, usage_pct = usage, "deleting CommitLog file");
+            doomed.push(f.clone());
+        }
+        doomed
+    }
+
+    /// One round: the CommitLog files due (after a ConsumeQueue flush, so that no unit of a
+    /// record about to go exists only in memory: after a power loss it could be rebuilt from
+    /// nowhere, and its queue offset would be handed out again), then — when the CommitLog's first
+    /// byte moved — the ConsumeQueues and index by their owners.
+    fn round(&mut self) -> impl std::future::Future<Output = std::io::Result<CleanReport>> {
+        let doomed = self.plan();
+        let retention = self.commit_log.clone();
+        let pause = self.params.delete_pause;
+        let cleaned_to = self.cleaned_to;
+        let (cq, idx) = (self.cq_builder.clone(), self.index_builder.clone());
+        async move {
+            let mut report = CleanReport::default();
+            if !doomed.is_empty() {
+                cq.send(FlushConsumeQueues { sync_all: false })
+                    .await
+                    .map_err(std::io::Error::other)??;
+            }
+            for (i, f) in doomed.iter().enumerate() {
+                if i > 0 && !pause.is_zero() {
+                    actix_rt::time::sleep(pause).await;
+                }
+                report.commit_log_files += retention.delete_files(std::slice::from_ref(f))?;
+            }
+            let min = retention
+                .files()
+                .first()
+                .map_or(0, |f| f.file_from_offset());
+            report.min_offset = min;
+            if cleaned_to != Some(min) {
+                report.consume_queue_files = cq
+                    .send(DeleteBelow { min_phy: min })
+                    .await
+                    .map_err(std::io::Error::other)??;
+                if let Some(idx) = idx {
+                    report.index_files = idx
+                        .send(DeleteBelow { min_phy: min })
+                        .await
+                        .map_err(std::io::Error::other)??;
+                }
+            }
+            Ok(report)
+        }
+    }
+
+    fn finish(&mut self, r: &std::io::Result<CleanReport>) {
+        self.busy = false;
+        match r {
+            Ok(r) => {
+                self.cleaned_to = Some(r.min_offset);
+                if r.commit_log_files + r.consume_queue_files + r.index_files > 0 {
+                    tracing::info!(
+                        commit_log_files = r.commit_log_files,
+                        consume_queue_files = r.consume_queue_files,
+                        index_files = r.index_files,
+                        min_offset = r.min_offset,
+                        "retention round deleted files"
+                    );
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "retention round failed; retried next round"),
+        }
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Metered<Self>>) {
+        if self.busy {
+            return;
+        }
+        self.busy = true;
+        let fut = self.round();
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Metered<Self>>(fut).map(|r, act, _| act.inner.finish(&r)),
+        );
+    }
+}
+
+impl Service for StoreCleaner {
+    const NAME: &'static str = "store_cleaner";
+
+    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
+        let every = self.params.interval;
+        ctx.run_later(self.params.first_delay, move |act, ctx| {
+            act.inner.tick(ctx);
+            ctx.run_interval(every, |act, ctx| act.inner.tick(ctx));
+        });
+    }
+}
+
+impl Serve<CleanNow> for StoreCleaner {
+    type Reply = ResponseActFuture<Metered<Self>, std::io::Result<CleanReport>>;
+    fn serve(&mut self, _: CleanNow, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.busy = true;
+        let fut = self.round();
+        Box::pin(
+            actix::fut::wrap_future::<_, Metered<Self>>(fut).map(|r, act, _| {
+                act.inner.finish(&r);
+                r
+            }),
+        )
+    }
+}
+
+impl Serve<TriggerDeleteFiles> for StoreCleaner {
+    type Reply = ();
+    fn serve(&mut self, _: TriggerDeleteFiles, _: &mut Context<Metered<Self>>) {
+        tracing::info!(
+            "expired files will be deleted in the next 20 retention rounds (manual trigger)"
+        );
+        self.manual = 20;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The three triggers, in RocketMQ's order: the hour, the disk, then the manual trigger,
+    /// which lasts 20 rounds.
+    #[test]
+    fn a_round_deletes_at_the_hour_over_the_disk_limits_or_when_triggered() {
+        let mut p = RetentionParams::immediate();
+        p.delete_when = vec![4];
+        p.disk_max_used_pct = 75;
+        p.clean_forcibly_pct = 85;
+        p.warning_pct = 90;
+        p.clean_forcibly_enable = true;
+        let mut manual = 0;
+        let d = |hour, usage, manual: &mut u32| decide(&p, Some(hour), usage, manual);
+        assert_eq!(d(3, Some(70.0), &mut manual), None);
+        assert_eq!(d(4, Some(70.0), &mut manual), Some((Trigger::Time, false)));
+        assert_eq!(d(3, Some(75.5), &mut manual), Some((Trigger::Disk, false)));
+        assert_eq!(d(3, Some(86.0), &mut manual), Some((Trigger::Disk, true)));
+        assert_eq!(d(4, Some(86.0), &mut manual), Some((Trigger::Time, true)));
+        // An unmeasurable disk deletes expired files only.
+        assert_eq!(d(3, None, &mut manual), Some((Trigger::Disk, false)));
+        manual = 20;
+        for _ in 0..20 {
+            assert_eq!(
+                d(3, Some(70.0), &mut manual),
+                Some((Trigger::Manual, false))
+            );
+        }
+        assert_eq!(d(3, Some(70.0), &mut manual), None, "20 rounds");
+        // Used up by any round while left.
+        manual = 1;
+        assert_eq!(d(4, Some(70.0), &mut manual), Some((Trigger::Time, false)));
+        assert_eq!(manual, 0);
+    }
+
+    /// Writes refused over the warning level force cleaning even when the other levels are set
+    /// higher: otherwise a store between them would stay refused for good.
+    #[test]
+    fn the_write_limit_forces_cleaning_below_the_other_levels() {
+        let mut p = RetentionParams::immediate();
+        p.delete_when = vec![];
+        p.disk_max_used_pct = 75;
+        p.clean_forcibly_pct = 85;
+        p.warning_pct = 60;
+        p.clean_forcibly_enable = true;
+        assert_eq!(
+            decide(&p, Some(3), Some(61.0), &mut 0),
+            Some((Trigger::Disk, true))
+        );
+        p.clean_forcibly_enable = false;
+        assert_eq!(
+            decide(&p, Some(3), Some(61.0), &mut 0),
+            Some((Trigger::Disk, false))
+        );
+    }
+}
