@@ -395,17 +395,19 @@ impl ConsumeQueue {
     pub fn delete_below(&mut self, min_phy: u64) -> io::Result<usize> {
         let files = self.files.files();
         let size = self.files.file_size();
-        let last_unit = |f: &Arc<MappedFile>| {
-            f.read(size - CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
-                .and_then(CqUnit::decode)
+        // A file goes when its last real unit points below `min_phy`; pre-blanks (a gap filled
+        // at a replay) decide nothing, and a file of blanks only goes too.
+        let last_real_below = |f: &Arc<MappedFile>| {
+            (0..size / CQ_UNIT_SIZE as u64)
+                .rev()
+                .filter_map(|i| f.read(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE))
+                .filter_map(CqUnit::decode)
+                .find(|u| *u != CqUnit::PRE_BLANK)
+                .is_none_or(|u| u.is_valid() && (u.phy_offset as u64) < min_phy)
         };
         let n = files[..files.len().saturating_sub(1)]
             .iter()
-            .take_while(|f| {
-                last_unit(f).is_some_and(|u| {
-                    (u.is_valid() && (u.phy_offset as u64) < min_phy) || u == CqUnit::PRE_BLANK
-                })
-            })
+            .take_while(|f| last_real_below(f))
             .count();
         let deleted = self.files.delete_files(&files[..n])?;
         self.correct_min_offset(min_phy);
@@ -421,11 +423,16 @@ impl ConsumeQueue {
         };
         let base = first.file_from_offset() / CQ_UNIT_SIZE as u64;
         let units = first.readable_position() / CQ_UNIT_SIZE as u64;
+        // Whether unit `i` lies before the first real unit backed by the CommitLog: a pre-blank
+        // is judged by the real unit before it (below, if none), so blanks keep the search sorted
+        // and the min offset lands on a real unit, never on a blank.
         let below = |i: u64| {
-            first
-                .read(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
-                .and_then(CqUnit::decode)
-                .is_some_and(|u| u == CqUnit::PRE_BLANK || (u.phy_offset as u64) < min_phy)
+            (0..=i)
+                .rev()
+                .filter_map(|j| first.read(j * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE))
+                .filter_map(CqUnit::decode)
+                .find(|u| *u != CqUnit::PRE_BLANK)
+                .is_none_or(|u| (u.phy_offset as u64) < min_phy)
         };
         let (mut lo, mut hi) = (0, units);
         while lo < hi {
@@ -820,6 +827,35 @@ pub(crate) mod tests {
             (q.min_offset(), q.max_offset()),
             (QueueOffset(16), QueueOffset(17))
         );
+    }
+
+    /// Pre-blanks (a gap filled at a replay) decide nothing: a file whose last real unit is still
+    /// backed stays even if it ends in blanks, and the min offset lands on the first real unit
+    /// at or past the CommitLog's first byte, not on a blank before it.
+    #[test]
+    fn retention_looks_past_pre_blanks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap(); // 5 units per file
+                                                                       // Units 0-2 real, 3-6 blank (gap), 7.. real.
+        for i in [0u64, 1, 2, 7, 8, 9, 10, 11, 12] {
+            s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+        }
+        let q = s.queue("T", 0).unwrap().view().clone();
+        assert_eq!(q.unit(QueueOffset(4)), Some(CqUnit::PRE_BLANK));
+        // File 0 (units 0-4) ends in blanks; its last real unit (200) is below 250: it goes.
+        // File 1 (5-9) holds 700-900: it stays, and the min offset is its first real unit past
+        // the blanks 5 and 6, not a blank.
+        assert_eq!(s.delete_below(250).unwrap(), 1);
+        assert_eq!(q.min_offset(), QueueOffset(7));
+        // A gap inside the first file: the min offset skips the blanks to the unit at 700.
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 200).unwrap(); // 10 units per file
+        for i in [0u64, 1, 5, 6, 12] {
+            s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+        }
+        s.correct_min_offsets(150);
+        let q = s.queue("T", 0).unwrap().view().clone();
+        assert_eq!(q.min_offset(), QueueOffset(5));
     }
 
     #[test]
