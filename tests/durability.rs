@@ -3987,6 +3987,20 @@ fn power_loss_keeps_the_messages_of_a_queue_that_went_quiet() {
     });
 }
 
+/// Bytes of every file under `dir`, recursively.
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+                    _ => e.metadata().map_or(0, |m| m.len()),
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// The local hour of day, as the broker's `deleteWhen` reads it.
 fn local_hour() -> u32 {
     use chrono::Timelike;
@@ -4153,7 +4167,15 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
                     pos += rec.total_size as usize;
                 }
             }
-            eprintln!("{name}: {deleted} CommitLog files deleted; min offset {min}, max {max}; read {} messages back", max - min);
+            // What an operator reads as the store's size follows the deletions (T10: to within
+            // one CommitLog file).
+            let reported = gauge(&metrics_addr(&broker), "rocketmq_storage_size").await;
+            let on_disk = dir_bytes(&root);
+            assert!(
+                (reported - on_disk as f64).abs() <= CL_FILE_SIZE as f64,
+                "rocketmq_storage_size {reported} vs {on_disk} bytes of files in the store"
+            );
+            eprintln!("{name}: {deleted} CommitLog files deleted; min offset {min}, max {max}; read {} messages back; rocketmq_storage_size {reported}, files {on_disk} B", max - min);
         });
         drop(broker);
         drop(fs);
