@@ -582,6 +582,60 @@ fn delay_level_1_message_arrives_after_one_second() {
     });
 }
 
+/// Waits (at most 20 s, else fails) until the broker holds `group`'s committed offset at the max
+/// offset of each of `queues`, as QUERY_CONSUMER_OFFSET and GET_MAX_OFFSET answer.
+async fn wait_offsets_committed(broker: &str, topic: &str, group: &str, queues: &[MessageQueue]) {
+    use actormq::remoting::client::RemotingClient;
+    use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+    use actormq_core::protocol::command::RemotingCommand;
+    let client = RemotingClient::connect(broker).await.expect("connect");
+    let offset = |code: i32, q: i32| {
+        let mut cmd = RemotingCommand::new_request(code)
+            .with_ext("topic", topic)
+            .with_ext("queueId", q.to_string());
+        if code == rq::QUERY_CONSUMER_OFFSET {
+            cmd = cmd.with_ext("consumerGroup", group);
+        }
+        let client = &client;
+        async move {
+            let r = client
+                .invoke(cmd, Duration::from_secs(5))
+                .await
+                .expect("answered");
+            (r.code == rc::SUCCESS)
+                .then(|| r.ext("offset").and_then(|o| o.parse::<i64>().ok()))
+                .flatten()
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut behind = Vec::new();
+        for mq in queues {
+            let q = mq.queue_id();
+            let (max, committed) = (
+                offset(rq::GET_MAX_OFFSET, q).await,
+                offset(rq::QUERY_CONSUMER_OFFSET, q).await,
+            );
+            let caught_up = match (committed, max) {
+                (_, Some(0)) => true, // nothing to consume there
+                (Some(c), Some(m)) => c >= m,
+                _ => false,
+            };
+            if !caught_up {
+                behind.push((q, committed, max));
+            }
+        }
+        if behind.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "offsets not committed after 20 s: (queue, committed, max) {behind:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A group consumes N messages, the broker is stopped and restarted on the same store, and a new
 /// consumer of the same group (CONSUME_FROM_FIRST_OFFSET, so lost offsets would replay from 0)
 /// receives only the messages sent after the restart.
@@ -601,7 +655,7 @@ fn consumer_offsets_survive_broker_restart() {
                 .await
                 .unwrap_or_else(|e| panic!("send before-{i} failed: {}", describe(&e)));
         }
-        wait_route(&mut p, &topic).await;
+        let queues = wait_route(&mut p, &topic).await;
         let s1 = sink();
         let mut c1 =
             start_collecting_consumer(&rt, &b.namesrv_addr, &group, &topic, "*", s1.clone()).await;
@@ -610,8 +664,9 @@ fn consumer_offsets_survive_broker_restart() {
             "phase 1 consumed only {:?}",
             seen(&s1)
         );
-        // Let the 1 s offset persistence run, then shut down (which persists again, oneway).
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        // Until the consumer's offset persistence (every second) has brought the broker every
+        // queue's offset: a fixed pause here failed once on a loaded machine (all eight replayed).
+        wait_offsets_committed(&b.broker_addr, &topic, &group, &queues).await;
         quietly("c1 shutdown", c1.shutdown()).await;
         quietly("p shutdown", p.shutdown()).await;
         quietly("rt shutdown", rt.shutdown()).await;
