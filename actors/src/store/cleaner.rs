@@ -26,7 +26,7 @@
 //! CommitLog's list is shared with the writer, which appends while this deletes: both update it
 //! with `rcu` (`FileQueueRetention`). The ConsumeQueues' min offsets only move forward.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -139,9 +139,8 @@ pub struct CleanReport {
 pub struct StoreCleaner {
     params: RetentionParams,
     commit_log: FileQueueRetention,
-    /// (what, path) of the two watched disks, as [`DiskWatch`].
+    /// (what, path) of the two watched disks ([`DiskWatch::store_disks`]).
     disks: Vec<(&'static str, PathBuf)>,
-    measure: fn(&Path) -> std::io::Result<f64>,
     state: Arc<StoreState>,
     clock: SharedClock,
     cq_builder: ActorRef<ConsumeQueueBuilder>,
@@ -205,11 +204,7 @@ impl StoreCleaner {
         StoreCleaner {
             params,
             commit_log,
-            disks: vec![
-                ("CommitLog", commit_log_dir),
-                ("ConsumeQueue", consume_queue_dir),
-            ],
-            measure: DiskWatch::used_pct,
+            disks: DiskWatch::store_disks(commit_log_dir, consume_queue_dir),
             state,
             clock,
             cq_builder,
@@ -225,7 +220,7 @@ impl StoreCleaner {
     fn usage(&self) -> Option<f64> {
         let mut max = 0f64;
         for (what, p) in &self.disks {
-            match (self.measure)(p) {
+            match DiskWatch::used_pct(p) {
                 Ok(pct) => max = max.max(pct),
                 Err(e) => {
                     tracing::warn!(disk = what, path = %p.display(), error = %e, "cannot measure disk usage; deleting expired files");

@@ -102,12 +102,21 @@ impl DiskWatch {
         clear_pct: u32,
     ) -> Self {
         DiskWatch {
-            disks: vec![("CommitLog", commit_log), ("ConsumeQueue", consume_queue)],
+            disks: Self::store_disks(commit_log, consume_queue),
             warning_pct,
             clear_pct,
             measure: Self::used_pct,
             last: None,
         }
+    }
+
+    /// The store's two disks as (what lives there, path), the CommitLog's first: what this
+    /// guard and retention (`StoreCleaner`) measure.
+    pub fn store_disks(
+        commit_log: std::path::PathBuf,
+        consume_queue: std::path::PathBuf,
+    ) -> Vec<(&'static str, std::path::PathBuf)> {
+        vec![("CommitLog", commit_log), ("ConsumeQueue", consume_queue)]
     }
 
     /// Used percentage of the file system holding `path` (as `df` computes it). A path not made
