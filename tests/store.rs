@@ -2027,3 +2027,76 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
     check(&store, &sent, "after an abnormal restart");
     store.shutdown().await.unwrap();
 }
+
+/// Retention takes delayed messages not yet due with their CommitLog files (RocketMQ does too).
+/// The level's delivery then goes on from its queue's new min offset: a message delayed after the
+/// round is delivered, although the level's progress still points into ConsumeQueue files that
+/// are gone.
+#[actix::test]
+async fn delayed_delivery_goes_on_after_retention_deleted_the_levels_oldest_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let file = 64 * 1024u64;
+    let store = open(dir.path(), &clock, move |p| {
+        p.commit_log_file_size = file;
+        p.cq_file_size = 10 * 20; // 10 units per ConsumeQueue file
+        p.retention = Some(actormq::store::cleaner::RetentionParams::immediate());
+    })
+    .await;
+    // 15 level-1 messages (two ConsumeQueue files of the level's queue), not due: the clock
+    // stands still.
+    for i in 0..15 {
+        let body = format!("early-{i}");
+        store
+            .put(msg("Late", 0, body.as_bytes(), &[(keys::DELAY, "1")]))
+            .await
+            .unwrap();
+    }
+    // Then enough to fill several CommitLog files, so the first ones can go.
+    for i in 0..300u32 {
+        let body = format!("{i:04}").repeat(256);
+        store
+            .put(msg("Filler", 0, body.as_bytes(), &[]))
+            .await
+            .unwrap();
+    }
+    settle(&store).await;
+    let end = store.max_offset();
+    until("everything flushed", || store.flushed_offset() >= end).await;
+    let r = store.clean_now().await.unwrap();
+    assert!(r.commit_log_files >= 4, "{r:?}");
+    let sq = store
+        .reader()
+        .queue(SCHEDULE_TOPIC, 0)
+        .expect("level 1 queue");
+    assert!(
+        sq.min_offset() >= QueueOffset(10),
+        "the level's first ConsumeQueue file went: min {:?}",
+        sq.min_offset()
+    );
+    let progress = store.delay_offsets().await.unwrap().0.get(&1).copied();
+    assert_eq!(
+        progress.unwrap_or(0),
+        0,
+        "nothing delivered: progress still in the gone file"
+    );
+
+    store
+        .put(msg("Late", 0, b"after-retention", &[(keys::DELAY, "1")]))
+        .await
+        .unwrap();
+    settle(&store).await;
+    clock.advance_ms(1_000);
+    until("the message delayed after the round is delivered", || {
+        store.reader().max_offset("Late", 0) >= QueueOffset(1)
+    })
+    .await;
+    let got = from_min(&store, "Late", 0);
+    assert_eq!(
+        got.len(),
+        1,
+        "only the message whose record is still stored: {got:?}"
+    );
+    assert!(got[0].1.starts_with("after-re"), "{got:?}");
+    store.shutdown().await.unwrap();
+}
