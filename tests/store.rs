@@ -83,6 +83,50 @@ fn all(store: &Store, topic: &str, q: i32) -> Vec<(QueueOffset, Vec<u8>)> {
     out
 }
 
+/// Many tasks of one thread appending through a `PutCoalescer` (one `AppendBatch` per turn, at
+/// most 512 messages per writer message): each gets the result of its own message — whose queue
+/// offset reads back its own body — in SYNC_FLUSH, and every queue's offsets are contiguous.
+#[actix::test]
+async fn coalesced_puts_answer_each_caller_with_its_own_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = std::rc::Rc::new(open(dir.path(), &clock, |p| p.sync_flush = true).await);
+    let coalescer = actormq::store::coalesce::PutCoalescer::new(store.clone());
+    // 1,100 in one turn: three writer messages (512 + 512 + 76).
+    let tasks: Vec<_> = (0..1_100u32)
+        .map(|i| {
+            let c = coalescer.clone();
+            actix_rt::spawn(async move {
+                let body = format!("coalesced-{i}");
+                let ok = c.put(msg("Co", (i % 4) as i32, body.as_bytes(), &[])).await;
+                (i, ok)
+            })
+        })
+        .collect();
+    let mut got = std::collections::HashMap::new();
+    for t in tasks {
+        let (i, ok) = t.await.unwrap();
+        let ok = ok.unwrap();
+        assert_eq!(ok.status, PutStatus::PutOk);
+        got.insert(((i % 4) as i32, ok.queue_offset), format!("coalesced-{i}"));
+    }
+    settle(&store).await;
+    for q in 0..4 {
+        let read = all(&store, "Co", q);
+        assert_eq!(read.len(), 275, "q{q}");
+        for (n, (off, body)) in read.iter().enumerate() {
+            assert_eq!(off.0, n as u64, "q{q}: contiguous offsets");
+            assert_eq!(
+                got.get(&(q, *off)).map(String::as_bytes),
+                Some(body.as_slice()),
+                "q{q} offset {}: the caller told this offset sent this body",
+                off.0
+            );
+        }
+    }
+    store.shutdown().await.unwrap();
+}
+
 #[actix::test]
 async fn messages_roll_across_files_and_all_read_back() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,6 +19,7 @@ use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 
+use crate::store::coalesce::PutCoalescer;
 use crate::store::{Store, StoreParams};
 
 #[derive(Clone, Debug, clap::Args)]
@@ -63,6 +64,11 @@ pub struct StoreBenchArgs {
     /// before fills. `false` measures from the first append of a fresh store.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub sync_warmup: bool,
+    /// SYNC_FLUSH runs: the producers' appends of one turn of their thread go to the writer as one
+    /// batch (`PutCoalescer`), as the broker's SENDs of one connection-thread turn do; `false`
+    /// sends each as its own writer message (`Store::put`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub coalesce: bool,
     /// Write buffers (`transientStorePoolEnable=true`): appends go to pool buffers and reach the
     /// files by `pwrite` (committer in async, group committer in sync); flushes use fdatasync.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
@@ -411,11 +417,13 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             Duration::from_secs_f64(args.seconds)
         }));
         let mut tasks = Vec::new();
+        let coalescer = args.coalesce.then(|| PutCoalescer::new(store.clone()));
         for p in 0..c {
             let store = store.clone();
             let body = body.clone();
             let queues = args.queues.max(1) as u64;
             let (measuring, deadline) = (measuring.clone(), deadline.clone());
+            let coalescer = coalescer.clone();
             tasks.push(actix_rt::spawn(async move {
                 let mut hist =
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
@@ -425,9 +433,11 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
                     let id = ((p as u64) << 32) | seq;
                     seq += 1;
                     let t = Instant::now();
-                    let put = store
-                        .put(message("BenchSync", (id % queues) as i32, &body, id, host))
-                        .await;
+                    let m = message("BenchSync", (id % queues) as i32, &body, id, host);
+                    let put = match &coalescer {
+                        Some(c) => c.put(m).await,
+                        None => store.put(m).await,
+                    };
                     if !measuring.get() {
                         continue;
                     }
@@ -455,7 +465,7 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             .load(std::sync::atomic::Ordering::Relaxed);
         let w0 = store
             .state()
-            .group_waiters
+            .group_messages
             .load(std::sync::atomic::Ordering::Relaxed);
         let bytes0 = store.max_offset().0;
         let actors0 = crate::metered::snapshot();
@@ -480,15 +490,15 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
             .group_flushes
             .load(std::sync::atomic::Ordering::Relaxed)
             - f0;
-        let waiters = store
+        let messages = store
             .state()
-            .group_waiters
+            .group_messages
             .load(std::sync::atomic::Ordering::Relaxed)
             - w0;
         anyhow::ensure!(errors == 0, "{errors} appends failed at {c} producers");
         let rate = total as f64 / secs;
         let fps = flushes as f64 / secs;
-        let batch = waiters as f64 / flushes.max(1) as f64;
+        let batch = messages as f64 / flushes.max(1) as f64;
         let p99 = hist.value_at_quantile(0.99) as f64;
         // What one group commit wrote on average: the honest baseline for its fdatasync is a bare
         // write of that many bytes, not of one message.

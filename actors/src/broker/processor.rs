@@ -41,6 +41,7 @@ use super::metadata::{self, MetaView, Metadata};
 use super::pull_hold::{PullHold, SuspendPull};
 use crate::metered::ActorRef;
 use crate::remoting::server::{ConnInfo, Handled, Processor, ProcessorFactory, Replied};
+use crate::store::coalesce::{end_of_turn, TurnBatch, MAX_BATCH};
 use crate::store::Store;
 
 /// Broker settings the request handling needs (from `BrokerConfig`/`StoreConfig`).
@@ -84,14 +85,12 @@ impl ProcessorSettings {
 }
 
 /// Coalesces the SENDs that arrive in one turn of a connection thread into one `AppendBatch`
-/// writer message: one mailbox hop and one thread wake-up for many messages instead of one each.
-/// A SEND waits at most one scheduler turn for company. The batch's accounting (counters, TPS,
-/// put latency, `/metrics`) is done here once per run of one topic, not once per message.
+/// writer message: one mailbox hop and one thread wake-up for many messages instead of one each
+/// (a [`TurnBatch`]). A SEND waits at most one scheduler turn for company. The batch's accounting
+/// (counters, TPS, put latency, `/metrics`) is done here once per run of one topic, not once per
+/// message.
 #[derive(Default)]
-pub struct SendBatcher {
-    pending: std::cell::RefCell<Vec<PendingSend>>,
-    scheduled: std::cell::Cell<bool>,
-}
+pub struct SendBatcher(TurnBatch<PendingSend>);
 
 type PutReply = tokio::sync::oneshot::Receiver<Result<AppendOk, PutError>>;
 
@@ -102,9 +101,6 @@ struct PendingSend {
     tx: tokio::sync::oneshot::Sender<Result<AppendOk, PutError>>,
 }
 
-/// Most messages in one writer mailbox message.
-const MAX_SEND_BATCH: usize = 512;
-
 impl SendBatcher {
     /// Queues `msg` for this turn's batch; its result arrives on the returned receiver (closed
     /// without a value only if the broker stops first).
@@ -114,23 +110,21 @@ impl SendBatcher {
         kind: crate::metrics::MessageType,
         arrived: Instant,
     ) -> PutReply {
-        let me = &core.batcher;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        me.pending.borrow_mut().push(PendingSend {
+        let first = core.batcher.0.push(PendingSend {
             msg,
             kind,
             arrived,
             tx,
         });
-        if !me.scheduled.replace(true) {
+        if first {
             let core = core.clone();
             actix_rt::spawn(async move {
                 // One turn of the thread: SENDs decoded from other sockets in this turn join in.
-                tokio::task::yield_now().await;
-                core.batcher.scheduled.set(false);
-                let mut all = std::mem::take(&mut *core.batcher.pending.borrow_mut());
+                end_of_turn().await;
+                let mut all = core.batcher.0.take();
                 while !all.is_empty() {
-                    let rest = all.split_off(all.len().min(MAX_SEND_BATCH));
+                    let rest = all.split_off(all.len().min(MAX_BATCH));
                     core.put_batch(all).await;
                     all = rest;
                 }

@@ -19,8 +19,8 @@
 //! allocated only and zeroed *ahead* ([`ZeroAhead`]) until the writer claims it — twice the
 //! bytes each small group commit flushed, from [`GROUP_STEP`] to [`MAX_GROUP_STEP`], one 64 KiB
 //! write at a time, so the writer's claim waits for one write at most (the group committer sends a
-//! [`ZeroStep`] as its `fdatasync` ends, when the disk is between flushes, for groups of at most
-//! `flusher::ZERO_AFTER_GROUPS_UP_TO` waiters), and [`IDLE_STEP`] per 10 ms tick when no group
+//! [`ZeroStep`] as its `fdatasync` ends, when the disk is between flushes, for flushes of at most
+//! `flusher::ZERO_AFTER_FLUSHES_UP_TO` bytes), and [`IDLE_STEP`] per 10 ms tick when no group
 //! commit came. So many small groups — where the saving is largest — zero the next file whole
 //! ahead, while large groups (conversion cost spread over many messages, the cores the limit)
 //! leave it as it is. The thread's I/O is in the idle class besides. The first file of a fresh
@@ -46,9 +46,10 @@ const WARM_STEP: u64 = 16 << 20;
 
 /// Zero-written at least after each group commit (~20 µs of disk time here).
 pub const GROUP_STEP: u64 = 16 << 10;
-/// Zero-written at most after one group commit (16 direct writes): a group that flushed a large
-/// batch (`WAIT=false` bytes, producer batches) must not keep the allocator's thread, and the
-/// disk, busy with zeros for long.
+/// Zero-written at most after one group commit (16 direct writes), whatever the step asks: the
+/// allocator's thread, and the disk, must never be busy with zeros for long. (Steps come only
+/// after flushes of at most `flusher::ZERO_AFTER_FLUSHES_UP_TO` bytes, so today they ask for
+/// less; the cap keeps that promise if the rule changes.)
 pub const MAX_GROUP_STEP: u64 = 1 << 20;
 /// Zero-written per 10 ms tick without group commits (25 MiB/s while the disk is idle).
 pub const IDLE_STEP: u64 = 256 << 10;

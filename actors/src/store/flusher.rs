@@ -10,8 +10,9 @@
 //!   write-back of each 4 MiB committed since (`Flusher::write_behind`), so the flush finds the
 //!   pages on their way to disk rather than writing them all back in one burst.
 //! * `GroupCommitter` — in: [`FlushWaits`] from the writer, once per burst of its mailbox: a
-//!   [`FlushUpTo`] `{end, reply}` for each append of the burst that waits (`WAIT` absent or
-//!   true), sent once the burst's bytes are committed (write rings; with write buffers the group
+//!   [`FlushUpTo`] `{end, msgs, reply}` for each append message of the burst with messages that
+//!   wait (`WAIT` absent or true; `msgs` of them: one for `AppendMessage`, more for an
+//!   `AppendBatch` of the broker's SENDs or a producer batch), sent once the burst's bytes are committed (write rings; with write buffers the group
 //!   committer commits them itself before its flush). One flush covers every request pending
 //!   when it starts; requests that arrive during a flush are covered by the next: the flush runs
 //!   on a [`RunGroupCommit`] the group committer sends itself, queued behind the requests already
@@ -519,6 +520,9 @@ impl PendingReply {
 /// writer's thread.
 pub struct FlushUpTo {
     pub end: u64,
+    /// Messages the reply answers: one for a single append, all the waiting ones of an
+    /// `AppendBatch` (the broker's SENDs of one connection-thread turn) or a producer batch.
+    pub msgs: u32,
     pub reply: Arc<PendingReply>,
 }
 
@@ -549,7 +553,7 @@ impl Waiters {
     }
 
     /// Answers (in order) every waiter `due` picks with `outcome`, keeps the others in order;
-    /// returns how many were due. One pass, no allocation once warm.
+    /// returns how many messages the due ones covered. One pass, no allocation once warm.
     fn answer(&mut self, due: impl Fn(&FlushUpTo) -> bool, outcome: FlushOutcome) -> u64 {
         let mut n = 0;
         let mut keep = std::mem::take(&mut self.spare);
@@ -557,7 +561,7 @@ impl Waiters {
             if due(&w) {
                 // Already answered (timed out at the writer) is fine: the flush still covered it.
                 w.reply.answer(outcome.clone());
-                n += 1;
+                n += u64::from(w.msgs);
             } else {
                 keep.push(w);
             }
@@ -566,7 +570,7 @@ impl Waiters {
         n
     }
 
-    /// Answers every waiter whose end is at or below `flushed`; returns how many.
+    /// Answers every waiter whose end is at or below `flushed`; returns how many messages.
     fn flushed(&mut self, flushed: u64) -> u64 {
         self.answer(|w| w.end <= flushed, FlushOutcome::Flushed)
     }
@@ -589,15 +593,16 @@ pub struct GroupCommitter {
     zeroer: Option<ActorRef<MappedFileAllocator>>,
 }
 
-/// Groups up to this many waiters are followed by a [`ZeroStep`]. Zeroing ahead saves each flush
-/// a fixed extent-conversion write (~100 µs here: a 16 KiB write + `fdatasync` 167–220 → 100–131
-/// µs, 128 KiB 249–271 → 150–171 µs), which is most of a small group's latency, but the zeros
-/// cost as much disk time as the data and a direct write (CPU) per step: with the largest groups
-/// the two cores and the disk's bandwidth are the limit (256 producers gained nothing from it,
-/// and lost a fifth of their throughput when each file was zeroed whole). 64 rather than 16 since
-/// waits travel per writer burst: the 64-producer row's mean flush went from 229–282 µs to
-/// 183–228 µs.
-pub const ZERO_AFTER_GROUPS_UP_TO: u64 = 64;
+/// Flushes of up to this many bytes are followed by a [`ZeroStep`]. Zeroing ahead saves each
+/// flush a fixed extent-conversion write (~100 µs here: a 16 KiB write + `fdatasync` 167–220 →
+/// 100–131 µs, 128 KiB 249–271 → 150–171 µs), which is most of a small group's latency, but the
+/// zeros cost as much disk time as the data and a direct write (CPU) per step: with the largest
+/// groups the two cores and the disk's bandwidth are the limit (256 producers gained nothing from
+/// it, and lost a fifth of their throughput when each file was zeroed whole). 80 KiB is 64
+/// appends of 1 KiB bodies (1,190-byte records), the group size the rule was measured at (the
+/// 64-producer row's mean flush went from 229–282 µs to 183–228 µs). Bytes, not waiters: one
+/// waiter can be a whole batch of the broker's SENDs.
+pub const ZERO_AFTER_FLUSHES_UP_TO: u64 = 80 << 10;
 
 /// Runs the pending group commit; the group committer sends it to itself.
 pub struct RunGroupCommit;
@@ -653,15 +658,16 @@ impl GroupCommitter {
                 let st = &self.core.state;
                 st.group_flushes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                st.group_waiters
+                st.group_messages
                     .fetch_add(done, std::sync::atomic::Ordering::Relaxed);
+                let bytes = flushed.saturating_sub(before);
                 if let Some(z) = self
                     .zeroer
                     .as_ref()
-                    .filter(|_| done <= ZERO_AFTER_GROUPS_UP_TO)
+                    .filter(|_| bytes <= ZERO_AFTER_FLUSHES_UP_TO)
                 {
                     // A full mailbox drops the step: the allocator is behind anyway.
-                    z.try_notify(ZeroStep(flushed.saturating_sub(before)));
+                    z.try_notify(ZeroStep(bytes));
                 }
                 if let Some(r) = &self.reput {
                     r.try_notify(Wake);
@@ -840,17 +846,23 @@ mod tests {
             .map(|end| (end, reply(&log, end)))
             .into();
         for (end, r) in &replies {
+            // A wait can answer many messages (an `AppendBatch`): 100 → 1, 200 → 2, ...
             w.push(FlushUpTo {
                 end: *end,
+                msgs: (*end / 100) as u32,
                 reply: r.clone(),
             });
         }
-        assert_eq!(w.flushed(250), 2, "ends 100 and 200 are on disk");
+        assert_eq!(
+            w.flushed(250),
+            3,
+            "ends 100 and 200 are on disk: their 1 + 2 messages"
+        );
         assert!(
             replies[2].1.answer(FlushOutcome::TimedOut),
             "the writer's timeout answers 300 first"
         );
-        assert_eq!(w.flushed(300), 1, "300 is covered and leaves the list");
+        assert_eq!(w.flushed(300), 3, "300 is covered and leaves the list");
         w.fail("flushing 000… failed: EIO");
         assert!(w.is_empty());
         assert!(!replies[3].1.answer(FlushOutcome::Flushed), "answered once");

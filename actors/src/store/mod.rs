@@ -31,6 +31,7 @@
 
 pub mod allocator;
 pub mod cleaner;
+pub mod coalesce;
 pub mod committer;
 pub mod cq_builder;
 pub mod flusher;

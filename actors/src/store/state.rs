@@ -39,10 +39,10 @@ pub struct StoreState {
     /// Set by `Store::shutdown` before it flushes: appends after this point are refused, so the
     /// final flush and dispatch cover everything that was acknowledged.
     pub stopping: ArcSwapOption<String>,
-    /// GroupCommitter: flushes that answered waiters, and how many waiters they answered (the
-    /// mean group-commit batch is their ratio).
+    /// GroupCommitter: flushes that answered waiters, and how many waiting messages they answered
+    /// (the mean group-commit batch is their ratio; a batch of SENDs is one waiter, many messages).
     pub group_flushes: AtomicU64,
-    pub group_waiters: AtomicU64,
+    pub group_messages: AtomicU64,
 }
 
 impl StoreState {

@@ -290,15 +290,17 @@ impl CommitLogWriter {
 
     /// The reply to an append: `value` now, or — in SYNC_FLUSH, when it waits — once the group
     /// committer has flushed up to `end`, or FLUSH_DISK_TIMEOUT after `syncFlushTimeout` (see
-    /// [`AppendReply`]). A waiting append joins the burst (see [`Burst`]).
-    fn reply_after_flush<T>(&mut self, value: T, end: u64, waits: bool) -> AppendReply<T> {
+    /// [`AppendReply`]). A waiting append joins the burst (see [`Burst`]); `msgs` is how many
+    /// waiting messages the reply answers (0: none waits, the reply is sent now).
+    fn reply_after_flush<T>(&mut self, value: T, end: u64, msgs: u32) -> AppendReply<T> {
         match &self.sync {
-            Some((_, timeout)) if waits => {
+            Some((_, timeout)) if msgs > 0 => {
                 let reply = Arc::new(PendingReply::default());
                 self.deadlines
                     .push(std::time::Instant::now() + *timeout, &reply);
                 self.burst.waits.push(FlushUpTo {
                     end,
+                    msgs,
                     reply: reply.clone(),
                 });
                 self.schedule_end_of_burst();
@@ -477,7 +479,7 @@ impl Serve<AppendMessage> for CommitLogWriter {
             return AppendReply::Now(Err(e));
         }
         let end = ok.end_offset().0;
-        self.reply_after_flush(Ok(ok), end, wants)
+        self.reply_after_flush(Ok(ok), end, u32::from(wants))
     }
 }
 
@@ -489,7 +491,7 @@ impl Serve<AppendBatch> for CommitLogWriter {
         }
         let now = self.clock.now_ms();
         let mut rolled = None;
-        let mut wait_end = 0;
+        let (mut wait_end, mut waiting) = (0, 0u32);
         let out: Vec<_> = msg
             .0
             .iter()
@@ -499,6 +501,7 @@ impl Serve<AppendBatch> for CommitLogWriter {
                     rolled = rolled.or(ok.rolled_into);
                     if waits(m) {
                         wait_end = wait_end.max(ok.end_offset().0);
+                        waiting += 1;
                     }
                 }
                 r
@@ -509,7 +512,7 @@ impl Serve<AppendBatch> for CommitLogWriter {
             Ok(()) => out,
             Err(e) => out.into_iter().map(|r| r.and(Err(e.clone()))).collect(),
         };
-        self.reply_after_flush(out, wait_end, wait_end > 0)
+        self.reply_after_flush(out, wait_end, waiting)
     }
 }
 
@@ -531,7 +534,8 @@ impl Serve<AppendProducerBatch> for CommitLogWriter {
             return AppendReply::Now(Err(e));
         }
         let end = ok.end_offset().0;
-        self.reply_after_flush(Ok((ok, offsets)), end, wants)
+        let msgs = if wants { offsets.len() as u32 } else { 0 };
+        self.reply_after_flush(Ok((ok, offsets)), end, msgs)
     }
 }
 
