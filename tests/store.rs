@@ -1960,7 +1960,11 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
         p.cq_file_size = 10 * 20; // 10 units per ConsumeQueue file
         p.max_hash_slot_num = 64;
         p.max_index_num = 64; // a new index file every 64 keys
-        p.retention = Some(actormq::store::cleaner::RetentionParams::immediate());
+        let mut retention = actormq::store::cleaner::RetentionParams::immediate();
+        // deleteConsumeQueueFilesInterval: one queue that deleted per step, a pause between;
+        // every queue must still be cleaned in the round (checked below, queue by queue).
+        retention.cq_delete_pause = Duration::from_millis(1);
+        p.retention = Some(retention);
     };
     let store = open(dir.path(), &clock, tweak).await;
     let body = |i: u32| format!("{i:04}").repeat(256);
@@ -2069,6 +2073,79 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
     settle(&store).await;
     assert!(store.report.abnormal);
     check(&store, &sent, "after an abnormal restart");
+    store.shutdown().await.unwrap();
+}
+
+/// A clean stop does not wait out `deleteConsumeQueueFilesInterval`: a retention round paused
+/// between two ConsumeQueues stops at once, no later step runs, and the next start corrects every
+/// queue's min offset to the CommitLog's first byte; its first round deletes the rest.
+#[actix::test]
+async fn a_stop_cuts_a_paused_retention_round_short_and_the_next_start_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let file = 64 * 1024u64;
+    let tweak = |pause: Duration| {
+        move |p: &mut StoreParams| {
+            p.commit_log_file_size = file;
+            p.cq_file_size = 10 * 20; // 10 units per ConsumeQueue file
+            let mut retention = actormq::store::cleaner::RetentionParams::immediate();
+            retention.cq_delete_pause = pause;
+            p.retention = Some(retention);
+        }
+    };
+    let store = open(dir.path(), &clock, tweak(Duration::from_secs(3600))).await;
+    let mut first_kept = [None; 3];
+    let body = vec![b'r'; 1024];
+    let mut phys = Vec::new();
+    for i in 0..300u32 {
+        let ok = store
+            .put(msg("Ret", (i % 3) as i32, &body, &[]))
+            .await
+            .unwrap();
+        phys.push((i % 3, ok.queue_offset, ok.phy_offset));
+    }
+    settle(&store).await;
+    let end = store.max_offset();
+    until("everything flushed", || store.flushed_offset() >= end).await;
+    let min = (end.0.div_ceil(file) - 1) * file;
+    for (q, off, phy) in &phys {
+        if phy.0 >= min && first_kept[*q as usize].is_none() {
+            first_kept[*q as usize] = Some(*off);
+        }
+    }
+    let cq_file = |q: i32| dir.path().join(format!("consumequeue/Ret/{q}/{:020}", 0));
+    let (round, ()) = tokio::join!(store.clean_now(), async {
+        until("queue 0's first ConsumeQueue file deleted", || {
+            !cq_file(0).exists()
+        })
+        .await;
+        // Hang detection only: the round now pauses an hour before queue 1.
+        tokio::time::timeout(Duration::from_secs(60), store.shutdown())
+            .await
+            .expect("the stop does not wait out the pause")
+            .unwrap();
+    });
+    let round = round.unwrap();
+    assert!(round.commit_log_files > 0, "{round:?}");
+    assert!(round.consume_queue_files > 0, "{round:?}");
+    assert!(
+        cq_file(1).exists() && cq_file(2).exists(),
+        "queues 1 and 2 untouched"
+    );
+    drop(store);
+
+    let store = open(dir.path(), &clock, tweak(Duration::ZERO)).await;
+    settle(&store).await;
+    for q in 0..3 {
+        assert_eq!(
+            Some(store.reader().min_offset("Ret", q)),
+            first_kept[q as usize],
+            "q{q}: min offset corrected at start"
+        );
+    }
+    let r = store.clean_now().await.unwrap();
+    assert!(r.consume_queue_files >= 2, "{r:?}");
+    assert!(!cq_file(1).exists() && !cq_file(2).exists());
     store.shutdown().await.unwrap();
 }
 

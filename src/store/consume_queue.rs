@@ -394,9 +394,17 @@ impl ConsumeQueue {
     /// Returns how many files were deleted.
     pub fn delete_below(&mut self, min_phy: u64) -> io::Result<usize> {
         let files = self.files.files();
+        let n = self.files_below(&files, min_phy);
+        let deleted = self.files.delete_files(&files[..n])?;
+        self.correct_min_offset(min_phy);
+        Ok(deleted)
+    }
+
+    /// How many files, oldest first and never the last, have their last real unit pointing below
+    /// `min_phy`: the ones retention deletes. Pre-blanks (a gap filled at a replay) decide
+    /// nothing, and a file of blanks only counts too.
+    fn files_below(&self, files: &[Arc<MappedFile>], min_phy: u64) -> usize {
         let size = self.files.file_size();
-        // A file goes when its last real unit points below `min_phy`; pre-blanks (a gap filled
-        // at a replay) decide nothing, and a file of blanks only goes too.
         let last_real_below = |f: &Arc<MappedFile>| {
             (0..size / CQ_UNIT_SIZE as u64)
                 .rev()
@@ -405,20 +413,21 @@ impl ConsumeQueue {
                 .find(|u| *u != CqUnit::PRE_BLANK)
                 .is_none_or(|u| u.is_valid() && (u.phy_offset as u64) < min_phy)
         };
-        let n = files[..files.len().saturating_sub(1)]
+        files[..files.len().saturating_sub(1)]
             .iter()
             .take_while(|f| last_real_below(f))
-            .count();
-        let deleted = self.files.delete_files(&files[..n])?;
-        self.correct_min_offset(min_phy);
-        Ok(deleted)
+            .count()
     }
 
-    /// Sets the min offset to the first unit whose message starts at or past `min_phy` (a binary
-    /// search over the first file: units are in CommitLog order), or to the end of that file when
-    /// none does. Never moves it back.
+    /// Sets the min offset to the first unit whose message starts at or past `min_phy`, or to
+    /// the end of the last file when none does. Never moves it back. The search skips the files
+    /// retention would delete ([`files_below`](Self::files_below)) — at a start after a stop or
+    /// crash between deleting CommitLog files and their ConsumeQueue files they are still there
+    /// (RocketMQ looks in the first file only and would leave the min offset pointing at deleted
+    /// messages) — then is a binary search over one file: units are in CommitLog order.
     pub fn correct_min_offset(&mut self, min_phy: u64) {
-        let Some(first) = self.files.files().first().cloned() else {
+        let files = self.files.files();
+        let Some(first) = files.get(self.files_below(&files, min_phy)).cloned() else {
             return;
         };
         let base = first.file_from_offset() / CQ_UNIT_SIZE as u64;
@@ -451,6 +460,31 @@ impl ConsumeQueue {
         Ok(QueueOffset(
             self.files.flush(least_pages)? / CQ_UNIT_SIZE as u64,
         ))
+    }
+}
+
+/// Where a retention pass over the ConsumeQueues is ([`ConsumeQueueStore::retention_pass`]).
+pub struct RetentionPass {
+    min_phy: u64,
+    keys: Vec<(Box<str>, i32)>,
+    next: usize,
+    failed: Option<io::Error>,
+}
+
+impl RetentionPass {
+    /// The CommitLog offset the pass deletes below.
+    pub fn min_phy(&self) -> u64 {
+        self.min_phy
+    }
+
+    /// Every queue of the pass has been worked on.
+    pub fn is_done(&self) -> bool {
+        self.next >= self.keys.len()
+    }
+
+    /// The pass's outcome: the last queue error, if any.
+    pub fn finish(self) -> io::Result<()> {
+        self.failed.map_or(Ok(()), Err)
     }
 }
 
@@ -685,15 +719,55 @@ impl ConsumeQueueStore {
     /// Retention of every queue below CommitLog offset `min_phy` ([`ConsumeQueue::delete_below`]);
     /// returns how many files were deleted. A queue that fails is reported after the others ran.
     pub fn delete_below(&mut self, min_phy: u64) -> io::Result<usize> {
+        let mut pass = self.retention_pass(min_phy);
+        let deleted = self.delete_below_step(&mut pass, false);
+        pass.finish().map(|()| deleted)
+    }
+
+    /// A retention pass over every queue now loaded, in name order, to be worked through by
+    /// [`delete_below_step`](Self::delete_below_step) — in steps, so that its owner can pause
+    /// between queues (`deleteConsumeQueueFilesInterval`) and dispatch in between.
+    pub fn retention_pass(&self, min_phy: u64) -> RetentionPass {
+        let mut keys: Vec<(Box<str>, i32)> = self
+            .queues
+            .iter()
+            .flat_map(|(t, m)| m.keys().map(move |q| (t.clone(), *q)))
+            .collect();
+        keys.sort_unstable();
+        RetentionPass {
+            min_phy,
+            keys,
+            next: 0,
+            failed: None,
+        }
+    }
+
+    /// Works through `pass`: each queue's files below its `min_phy` go
+    /// ([`ConsumeQueue::delete_below`]). With `stop_after_deleting` it returns after the first
+    /// queue that deleted a file; otherwise at the end. Returns the files deleted in this step.
+    /// A queue removed since the pass began is skipped (its files went with it); one made since
+    /// is not in the pass (its units are all newer than the CommitLog's first byte). A queue's
+    /// error is kept for [`RetentionPass::finish`] and the pass goes on.
+    pub fn delete_below_step(
+        &mut self,
+        pass: &mut RetentionPass,
+        stop_after_deleting: bool,
+    ) -> usize {
         let mut deleted = 0;
-        let mut failed = None;
-        for q in self.queues.values_mut().flat_map(|m| m.values_mut()) {
-            match q.delete_below(min_phy) {
+        while let Some((topic, queue)) = pass.keys.get(pass.next) {
+            pass.next += 1;
+            let Some(q) = self.queues.get_mut(topic).and_then(|m| m.get_mut(queue)) else {
+                continue;
+            };
+            match q.delete_below(pass.min_phy) {
                 Ok(n) => deleted += n,
-                Err(e) => failed = Some(e),
+                Err(e) => pass.failed = Some(e),
+            }
+            if stop_after_deleting && deleted > 0 {
+                break;
             }
         }
-        failed.map_or(Ok(deleted), Err)
+        deleted
     }
 
     /// At load: every queue's min offset moved to its first unit whose message the CommitLog
@@ -792,6 +866,69 @@ pub(crate) mod tests {
             size: 100,
             tags_code: 7,
         }
+    }
+
+    /// A start after a stop or crash that deleted CommitLog files but not yet their ConsumeQueue
+    /// files: the min offset still lands on the first unit whose message is kept, past the files
+    /// retention has yet to delete (not at the end of the first file).
+    #[test]
+    fn the_min_offset_is_corrected_past_files_retention_has_yet_to_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap(); // 5 units per file
+        for i in 0..17 {
+            s.put("T", 0, QueueOffset(i as u64), unit(i * 100)).unwrap();
+        }
+        s.correct_min_offsets(1_250);
+        assert_eq!(
+            s.queue("T", 0).unwrap().view().min_offset(),
+            QueueOffset(13)
+        );
+        s.correct_min_offsets(1_000_000);
+        assert_eq!(
+            s.queue("T", 0).unwrap().view().min_offset(),
+            QueueOffset(17),
+            "nothing kept: the end of the last file"
+        );
+    }
+
+    /// Retention in steps (`deleteConsumeQueueFilesInterval`): a step ends after the first queue
+    /// that deleted a file, queues go in name order, queues that delete nothing do not end a step,
+    /// and a queue removed mid-pass is skipped.
+    #[test]
+    fn a_stepwise_retention_pass_stops_after_each_queue_that_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        // 5 units per file. A: 2 old files + 1; B: nothing old (its units start past min); C
+        // and D: 1 old file each.
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        for i in 0..11 {
+            s.put("A", 0, QueueOffset(i as u64), unit(i * 10)).unwrap();
+        }
+        for i in 0..6 {
+            s.put("B", 0, QueueOffset(i as u64), unit(1_000 + i * 10))
+                .unwrap();
+            s.put("C", 0, QueueOffset(i as u64), unit(i * 10)).unwrap();
+            s.put("D", 1, QueueOffset(i as u64), unit(i * 10)).unwrap();
+        }
+        let mut pass = s.retention_pass(500);
+        assert_eq!(pass.min_phy(), 500);
+        assert_eq!(s.delete_below_step(&mut pass, true), 2, "A's two old files");
+        assert!(!pass.is_done());
+        assert_eq!(
+            s.delete_below_step(&mut pass, true),
+            1,
+            "B deletes nothing: then C"
+        );
+        s.delete_topic("D").unwrap();
+        assert_eq!(s.delete_below_step(&mut pass, true), 0, "D went meanwhile");
+        assert!(pass.is_done());
+        pass.finish().unwrap();
+        // Every unit left points below 500: the min offsets move to the queues' ends.
+        assert_eq!(
+            s.queue("A", 0).unwrap().view().min_offset(),
+            QueueOffset(11)
+        );
+        assert_eq!(s.queue("B", 0).unwrap().view().min_offset(), QueueOffset(0));
+        assert_eq!(s.queue("C", 0).unwrap().view().min_offset(), QueueOffset(6));
     }
 
     /// Retention: files whose last unit points below the CommitLog's new first byte go (never

@@ -6,8 +6,9 @@
 //! if that is sooner); [`CleanNow`]
 //! (one round at once, for tests and benches); [`TriggerDeleteFiles`] (mqadmin's
 //! `deleteExpiredCommitLog`, request code 27: the next 20 rounds act as if it were time to
-//! delete). Out: [`DeleteBelow`] to the ConsumeQueue builder and the index builder, which own
-//! those files; a [`CleanReport`] to `CleanNow`.
+//! delete); [`StopCleaning`] (a clean stop: no new round, and the reply waits for the one under
+//! way). Out: [`DeleteQueuesBelow`] to the ConsumeQueue builder and [`DeleteBelow`] to the index
+//! builder, which own those files; a [`CleanReport`] to `CleanNow`.
 //!
 //! A round deletes when it is time (the local hour is in `deleteWhen`), when a store disk (the
 //! CommitLog's or the ConsumeQueues') is over `diskMaxUsedSpaceRatio` (or over either level
@@ -15,7 +16,9 @@
 //! and deletes those older than `fileReservedTime` (by modification time) — or any, when a disk is
 //! over `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (where writes are refused)
 //! and `cleanFileForciblyEnable` is on — stopping at the first it keeps, at most
-//! `deleteFileBatchMax` a round, `deleteCommitLogFilesInterval` apart.
+//! `deleteFileBatchMax` a round, `deleteCommitLogFilesInterval` apart. Then the ConsumeQueues,
+//! a queue at a time with `deleteConsumeQueueFilesInterval` after each that deleted files (the
+//! builder dispatches in between), and the index.
 //!
 //! Invariants: the CommitLog's last file is never deleted, nor a file holding a byte not yet
 //! flushed or dispatched (RocketMQ does not check this; a reader of the ConsumeQueue must never
@@ -65,6 +68,8 @@ pub struct RetentionParams {
     pub batch_max: usize,
     /// `deleteCommitLogFilesInterval`: pause between two CommitLog deletions.
     pub delete_pause: Duration,
+    /// `deleteConsumeQueueFilesInterval`: pause after each ConsumeQueue that deleted files.
+    pub cq_delete_pause: Duration,
 }
 
 impl RetentionParams {
@@ -83,6 +88,7 @@ impl RetentionParams {
             clean_forcibly_enable: c.clean_file_forcibly_enable,
             batch_max: c.delete_file_batch_max.max(1) as usize,
             delete_pause: Duration::from_millis(c.delete_commit_log_files_interval_ms),
+            cq_delete_pause: Duration::from_millis(c.delete_consume_queue_files_interval_ms),
         }
     }
 
@@ -99,13 +105,32 @@ impl RetentionParams {
             clean_forcibly_enable: false,
             batch_max: 10,
             delete_pause: Duration::ZERO,
+            cq_delete_pause: Duration::ZERO,
         }
     }
 }
 
-/// ConsumeQueue and index builders: delete the files whose entries all point below `min_phy`
-/// (the CommitLog's first byte), and move the queues' min offsets there. Replies with how many
-/// files went.
+/// ConsumeQueue builder: delete the files whose units all point below `min_phy` (the
+/// CommitLog's first byte), and move the queues' min offsets there. `stepwise`
+/// (`deleteConsumeQueueFilesInterval` > 0): stop after the first queue that deleted a file; the
+/// next message with the same `min_phy` goes on from there.
+pub struct DeleteQueuesBelow {
+    pub min_phy: u64,
+    pub stepwise: bool,
+}
+impl Message for DeleteQueuesBelow {
+    type Result = std::io::Result<QueuesDeleted>;
+}
+
+/// What one [`DeleteQueuesBelow`] deleted, and whether every queue has been seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuesDeleted {
+    pub files: usize,
+    pub done: bool,
+}
+
+/// Index builder: delete the index files whose entries all point below `min_phy` (the
+/// CommitLog's first byte). Replies with how many files went.
 pub struct DeleteBelow {
     pub min_phy: u64,
 }
@@ -117,6 +142,14 @@ impl Message for DeleteBelow {
 pub struct CleanNow;
 impl Message for CleanNow {
     type Result = std::io::Result<CleanReport>;
+}
+
+/// A clean stop: no round starts after this, the rounds under way stop at their next step (at
+/// most one file deletion or ConsumeQueue step, plus a pause, away), and the reply comes once
+/// they have, so the stop's final flushes see no file being deleted.
+pub struct StopCleaning;
+impl Message for StopCleaning {
+    type Result = ();
 }
 
 /// mqadmin `deleteExpiredCommitLog` (TRIGGER_DELETE_FILES): the next 20 rounds delete expired
@@ -149,8 +182,13 @@ pub struct StoreCleaner {
     manual: u32,
     /// The CommitLog min offset the ConsumeQueues and index were last cleaned to.
     cleaned_to: Option<u64>,
-    /// A round's ConsumeQueue/index part is in flight; the next tick skips.
-    busy: bool,
+    /// Rounds in flight (a tick's, and any `CleanNow`'s); a tick skips while one is.
+    rounds: usize,
+    /// Set by [`StopCleaning`]: no round starts, and the rounds in flight stop at their next
+    /// step (between two file deletions, or two ConsumeQueue steps; a pause is cut short).
+    stopped: tokio::sync::watch::Sender<bool>,
+    /// `StopCleaning` replies waiting for the rounds in flight.
+    stop_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// Why a round deletes, if it does: the first of time, disk or trigger.
@@ -211,7 +249,9 @@ impl StoreCleaner {
             index_builder,
             manual: 0,
             cleaned_to: None,
-            busy: false,
+            rounds: 0,
+            stopped: tokio::sync::watch::Sender::new(false),
+            stop_waiters: Vec::new(),
         }
     }
 
@@ -286,10 +326,23 @@ impl StoreCleaner {
     fn round(&mut self) -> impl std::future::Future<Output = std::io::Result<CleanReport>> {
         let doomed = self.plan();
         let retention = self.commit_log.clone();
-        let pause = self.params.delete_pause;
+        let (pause, cq_pause) = (self.params.delete_pause, self.params.cq_delete_pause);
         let cleaned_to = self.cleaned_to;
         let (cq, idx) = (self.cq_builder.clone(), self.index_builder.clone());
+        let stop = self.stopped.subscribe();
+        self.rounds += 1;
         async move {
+            let stopping = || *stop.borrow();
+            // A pause between two steps that ends early if the store stops.
+            let pause_unless_stopped = |d: Duration| {
+                let mut stop = stop.clone();
+                async move {
+                    tokio::select! {
+                        _ = actix_rt::time::sleep(d) => {}
+                        _ = stop.wait_for(|s| *s) => {}
+                    }
+                }
+            };
             let mut report = CleanReport::default();
             if !doomed.is_empty() {
                 cq.send(FlushConsumeQueues { sync_all: false })
@@ -298,7 +351,10 @@ impl StoreCleaner {
             }
             for (i, f) in doomed.iter().enumerate() {
                 if i > 0 && !pause.is_zero() {
-                    actix_rt::time::sleep(pause).await;
+                    pause_unless_stopped(pause).await;
+                }
+                if stopping() {
+                    break;
                 }
                 report.commit_log_files += retention.delete_files(std::slice::from_ref(f))?;
             }
@@ -308,11 +364,27 @@ impl StoreCleaner {
                 .map_or(0, |f| f.file_from_offset());
             report.min_offset = min;
             if cleaned_to != Some(min) {
-                report.consume_queue_files = cq
-                    .send(DeleteBelow { min_phy: min })
-                    .await
-                    .map_err(std::io::Error::other)??;
-                if let Some(idx) = idx {
+                let stepwise = !cq_pause.is_zero();
+                loop {
+                    let step = cq
+                        .send(DeleteQueuesBelow {
+                            min_phy: min,
+                            stepwise,
+                        })
+                        .await
+                        .map_err(std::io::Error::other)??;
+                    report.consume_queue_files += step.files;
+                    if step.done {
+                        break;
+                    }
+                    pause_unless_stopped(cq_pause).await;
+                    if stopping() {
+                        break;
+                    }
+                }
+                // A pass left unfinished by a stop is finished by the next start's
+                // `correct_min_offsets` (its files go in the next round after it).
+                if let Some(idx) = idx.filter(|_| !stopping()) {
                     report.index_files = idx
                         .send(DeleteBelow { min_phy: min })
                         .await
@@ -324,10 +396,18 @@ impl StoreCleaner {
     }
 
     fn finish(&mut self, r: &std::io::Result<CleanReport>) {
-        self.busy = false;
+        self.rounds -= 1;
+        if self.rounds == 0 {
+            for w in self.stop_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
         match r {
             Ok(r) => {
-                self.cleaned_to = Some(r.min_offset);
+                // A round cut short by a stop may not have reached every queue.
+                if !*self.stopped.borrow() {
+                    self.cleaned_to = Some(r.min_offset);
+                }
                 if r.commit_log_files + r.consume_queue_files + r.index_files > 0 {
                     tracing::info!(
                         commit_log_files = r.commit_log_files,
@@ -343,10 +423,9 @@ impl StoreCleaner {
     }
 
     fn tick(&mut self, ctx: &mut Context<Metered<Self>>) {
-        if self.busy {
+        if self.rounds > 0 || *self.stopped.borrow() {
             return;
         }
-        self.busy = true;
         let fut = self.round();
         ctx.spawn(
             actix::fut::wrap_future::<_, Metered<Self>>(fut).map(|r, act, _| act.inner.finish(&r)),
@@ -369,7 +448,11 @@ impl Service for StoreCleaner {
 impl Serve<CleanNow> for StoreCleaner {
     type Reply = ResponseActFuture<Metered<Self>, std::io::Result<CleanReport>>;
     fn serve(&mut self, _: CleanNow, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        self.busy = true;
+        if *self.stopped.borrow() {
+            return Box::pin(actix::fut::ready(Err(std::io::Error::other(
+                "the store is stopping: no retention round starts",
+            ))));
+        }
         let fut = self.round();
         Box::pin(
             actix::fut::wrap_future::<_, Metered<Self>>(fut).map(|r, act, _| {
@@ -377,6 +460,21 @@ impl Serve<CleanNow> for StoreCleaner {
                 r
             }),
         )
+    }
+}
+
+impl Serve<StopCleaning> for StoreCleaner {
+    type Reply = ResponseFuture<()>;
+    fn serve(&mut self, _: StopCleaning, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.stopped.send_replace(true);
+        if self.rounds == 0 {
+            return Box::pin(async {});
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.stop_waiters.push(tx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 

@@ -4,8 +4,10 @@
 //! In: [`Dispatch`] `{from, to}` from the reput dispatcher: it walks those records itself through
 //! the CommitLog view (no per-record allocation crosses the mailbox) and appends a 20-byte unit for
 //! every non-transactional or committed record; a periodic flush tick; [`DeleteTopicQueues`] (a
-//! deleted topic); `DeleteBelow` (retention, from the `StoreCleaner`: files whose units all
-//! point below the CommitLog's first byte go, and the min offsets move); [`FlushConsumeQueues`] (clean stop, and recovery's progress checkpoints: it
+//! deleted topic); `DeleteQueuesBelow` (retention, from the `StoreCleaner`: files whose units
+//! all point below the CommitLog's first byte go, and the min offsets move — with
+//! `deleteConsumeQueueFilesInterval` one queue that deleted per message, the cleaner pausing in
+//! between, so dispatch goes on meanwhile); [`FlushConsumeQueues`] (clean stop, and recovery's progress checkpoints: it
 //! replies with the store time of the newest unit the flush made durable). Out: the reply (done
 //! or an error), and the units become visible to readers through the ConsumeQueue table.
 //!
@@ -44,11 +46,12 @@ use actormq_core::format::cq_unit::CqUnit;
 use actormq_core::format::record::sys_flag;
 use actormq_core::offset::{PhyOffset, QueueOffset};
 use actormq_core::store::commit_log::walk;
-use actormq_core::store::consume_queue::ConsumeQueueStore;
+use actormq_core::store::consume_queue::{ConsumeQueueStore, RetentionPass};
 use actormq_core::store::mapped_file_queue::FileQueueView;
 use actormq_core::store::queue_table::QueueMaxTable;
 use actormq_core::store::schedule::cq_tags_code;
 
+use super::cleaner::{DeleteQueuesBelow, QueuesDeleted};
 use super::reput::Dispatch;
 use crate::metered::{Metered, Serve, Service};
 
@@ -86,6 +89,8 @@ pub struct ConsumeQueueBuilder {
     floor: Option<QueueMaxTable>,
     /// The first ConsumeQueue data flush error, reported by every later [`FlushConsumeQueues`].
     data_error: Option<String>,
+    /// The retention pass under way (`DeleteQueuesBelow` in steps).
+    retention: Option<RetentionPass>,
 }
 
 /// Recovery's re-dispatch is complete: the queue table may name what is on disk again.
@@ -240,6 +245,7 @@ impl ConsumeQueueBuilder {
             dispatched_ts: 0,
             floor: None,
             data_error: None,
+            retention: None,
         }
     }
 }
@@ -405,16 +411,23 @@ impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {
     }
 }
 
-impl Serve<super::cleaner::DeleteBelow> for ConsumeQueueBuilder {
-    type Reply = std::io::Result<usize>;
-    fn serve(
-        &mut self,
-        m: super::cleaner::DeleteBelow,
-        _: &mut Context<Metered<Self>>,
-    ) -> Self::Reply {
+impl Serve<DeleteQueuesBelow> for ConsumeQueueBuilder {
+    type Reply = std::io::Result<QueuesDeleted>;
+    fn serve(&mut self, m: DeleteQueuesBelow, _: &mut Context<Metered<Self>>) -> Self::Reply {
         // Only the front of each queue goes; the persisted table holds the queues' ends, which
-        // do not move.
-        self.cqs.delete_below(m.min_phy)
+        // do not move. A pass for another (higher) min replaces one left unfinished: it covers
+        // every queue again.
+        let mut pass = match self.retention.take() {
+            Some(p) if p.min_phy() == m.min_phy => p,
+            _ => self.cqs.retention_pass(m.min_phy),
+        };
+        let files = self.cqs.delete_below_step(&mut pass, m.stepwise);
+        if !pass.is_done() {
+            self.retention = Some(pass);
+            return Ok(QueuesDeleted { files, done: false });
+        }
+        pass.finish()?;
+        Ok(QueuesDeleted { files, done: true })
     }
 }
 

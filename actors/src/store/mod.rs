@@ -1165,6 +1165,11 @@ impl Store {
         self.state.stopping.store(Some(Arc::new(
             "the broker is shutting down; send to another broker".to_string(),
         )));
+        // No retention round from here on, and the one under way (if any) ends first: the
+        // final flushes and the checkpoint then see a file list nothing is changing.
+        if let Some(c) = &self.cleaner {
+            let _ = c.send(cleaner::StopCleaning).await;
+        }
         let end = match self.writer.send(writer::GetWriterState).await {
             Ok(s) => s.max_offset,
             Err(_) => self.max_offset(),
