@@ -584,6 +584,47 @@ fn the_exposition_reader_handles_escapes_and_bare_samples() {
     assert!(s[2].value.is_infinite());
 }
 
+/// SYNC_FLUSH: the group-commit counters account for every acknowledged send, in at least one
+/// flush and at most one per send; in ASYNC_FLUSH (the other tests' brokers) they stay at 0.
+#[test]
+fn group_commit_counters_count_every_synchronous_send() {
+    with_broker(
+        "group-commit-metrics-test",
+        &[("flushDiskType", "SYNC_FLUSH")],
+        |broker| {
+            let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
+            async move {
+                let c = RemotingClient::connect(&b).await.expect("connect");
+                let before = scrape(&m).await;
+                let count = |p: &Page, name: &str| p.value(name, &[]);
+                assert_eq!(count(&before, "actormq_group_commit_messages_total"), 0.0);
+                const SENDS: usize = 40;
+                // Four at a time, so that some flushes can cover more than one.
+                for round in 0..SENDS / 4 {
+                    let replies =
+                        futures_util::future::join_all((0..4).map(|i| {
+                            call(&c, send_request(i, format!("s{round}.{i}").into_bytes()))
+                        }))
+                        .await;
+                    for r in replies {
+                        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+                    }
+                }
+                let page = scrape(&m).await;
+                let (flushes, msgs) = (
+                    count(&page, "actormq_group_commit_flushes_total"),
+                    count(&page, "actormq_group_commit_messages_total"),
+                );
+                assert_eq!(msgs, SENDS as f64, "{}", page.text);
+                assert!(
+                    (1.0..=SENDS as f64).contains(&flushes),
+                    "{flushes} flushes for {SENDS} sends"
+                );
+            }
+        },
+    );
+}
+
 /// `remainTransientStoreBufferNumbs` of GET_BROKER_RUNTIME_INFO (as a `Map<String,String>` KVTable).
 async fn remain_buffers(c: &RemotingClient) -> String {
     let r = call(c, RemotingCommand::new_request(rq::GET_BROKER_RUNTIME_INFO)).await;

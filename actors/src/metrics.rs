@@ -14,7 +14,9 @@
 //!   metadata snapshot, mailbox probes) and by asking the owning actors (committed offsets from
 //!   `Metadata`, connections from `ClientRegistry`): `rocketmq_processor_watermark`,
 //!   `rocketmq_storage_*`, `rocketmq_consumer_lag_messages`, `rocketmq_*_connections`,
-//!   `rocketmq_topic_number`, `rocketmq_consumer_group_number`; with write buffers
+//!   `rocketmq_topic_number`, `rocketmq_consumer_group_number`; ActorMQ's own
+//!   `actormq_group_commit_flushes_total` and `actormq_group_commit_messages_total` (SYNC_FLUSH:
+//!   the ratio of their rates is the mean group-commit batch); with write buffers
 //!   (`transientStorePoolEnable`, which RocketMQ 5 has no metric for) ActorMQ's own
 //!   `actormq_transient_store_pool_buffers{state="available"|"total"}` — `available` is the
 //!   `remainTransientStoreBufferNumbs` of GET_BROKER_RUNTIME_INFO, and under 40 % of `total` is
@@ -576,6 +578,17 @@ impl ScrapeGauges {
             .with_label_values(&[] as &[&str])
             .set(value);
     }
+
+    /// A counter read from a source that only grows (a fresh registry per scrape, so the
+    /// counter is set to the source's total).
+    fn counter(&self, name: &str, help: &str, total: u64) {
+        let c = IntCounter::with_opts(Opts::new(name, help).const_labels(self.base.clone()))
+            .expect("valid metric");
+        c.inc_by(total);
+        self.registry
+            .register(Box::new(c))
+            .expect("metric registered once per scrape");
+    }
 }
 
 impl ScrapeSources {
@@ -652,6 +665,23 @@ impl ScrapeSources {
             .with_label_values(&local)
             .set((now_ms() - ts).max(0));
         }
+
+        // SYNC_FLUSH group commit (0 in ASYNC_FLUSH): flushes/s and the mean batch (messages per
+        // flush) are the ratio of their rates.
+        g.counter(
+            "actormq_group_commit_flushes_total",
+            "SYNC_FLUSH group commits (fdatasync) that answered waiting sends",
+            self.state
+                .group_flushes
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        g.counter(
+            "actormq_group_commit_messages_total",
+            "Messages whose SYNC_FLUSH wait a group commit answered",
+            self.state
+                .group_messages
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
 
         if let Some(pool) = &self.pool {
             let buffers = g.vec(
