@@ -41,7 +41,7 @@ use super::metadata::{self, MetaView, Metadata};
 use super::pull_hold::{PullHold, SuspendPull};
 use crate::metered::ActorRef;
 use crate::remoting::server::{ConnInfo, Handled, Processor, ProcessorFactory, Replied};
-use crate::store::coalesce::{end_of_turn, TurnBatch, MAX_BATCH};
+use crate::store::coalesce::{chunks, end_of_turn, TurnBatch};
 use crate::store::Store;
 
 /// Broker settings the request handling needs (from `BrokerConfig`/`StoreConfig`).
@@ -122,11 +122,8 @@ impl SendBatcher {
             actix_rt::spawn(async move {
                 // One turn of the thread: SENDs decoded from other sockets in this turn join in.
                 end_of_turn().await;
-                let mut all = core.batcher.0.take();
-                while !all.is_empty() {
-                    let rest = all.split_off(all.len().min(MAX_BATCH));
-                    core.put_batch(all).await;
-                    all = rest;
+                for chunk in chunks(core.batcher.0.take()) {
+                    core.put_batch(chunk).await;
                 }
             });
         }

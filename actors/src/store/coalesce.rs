@@ -61,6 +61,17 @@ impl<T> TurnBatch<T> {
     }
 }
 
+/// A turn's items as writer messages of at most [`MAX_BATCH`] each, in push order.
+pub fn chunks<T>(mut all: Vec<T>) -> impl Iterator<Item = Vec<T>> {
+    std::iter::from_fn(move || {
+        if all.is_empty() {
+            return None;
+        }
+        let rest = all.split_off(all.len().min(MAX_BATCH));
+        Some(std::mem::replace(&mut all, rest))
+    })
+}
+
 /// Lets every task this turn has made ready run (and push) before the drain takes the batch.
 pub async fn end_of_turn() {
     tokio::task::yield_now().await;
@@ -89,14 +100,11 @@ impl PutCoalescer {
             let me = self.clone();
             actix_rt::spawn(async move {
                 end_of_turn().await;
-                let mut all = me.batch.take();
-                while !all.is_empty() {
-                    let rest = all.split_off(all.len().min(MAX_BATCH));
-                    let (msgs, replies): (Vec<_>, Vec<_>) = all.into_iter().unzip();
+                for chunk in chunks(me.batch.take()) {
+                    let (msgs, replies): (Vec<_>, Vec<_>) = chunk.into_iter().unzip();
                     for (r, tx) in me.store.put_many(msgs).await.into_iter().zip(replies) {
                         let _ = tx.send(r);
                     }
-                    all = rest;
                 }
             });
         }
@@ -123,5 +131,14 @@ mod tests {
         assert!(b.push(4), "after a take the next push starts a new turn");
         assert_eq!(b.take(), vec![4]);
         assert!(b.take().is_empty());
+    }
+
+    #[test]
+    fn a_large_turn_goes_in_chunks_of_at_most_max_batch_in_order() {
+        let sizes: Vec<_> = chunks((0..1_100).collect()).map(|c| c.len()).collect();
+        assert_eq!(sizes, vec![512, 512, 76]);
+        let flat: Vec<i32> = chunks((0..1_100).collect()).flatten().collect();
+        assert_eq!(flat, (0..1_100).collect::<Vec<_>>());
+        assert_eq!(chunks(Vec::<i32>::new()).count(), 0);
     }
 }
