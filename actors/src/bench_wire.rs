@@ -88,6 +88,35 @@ pub(crate) fn process_cpu() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// CPU time each named thread of this process has used so far, summed by thread name (Linux:
+/// `/proc/self/task/*/schedstat`, nanosecond run time; empty where that is not readable).
+pub(crate) fn thread_cpu() -> Vec<(String, Duration)> {
+    let mut by_name: Vec<(String, Duration)> = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("schedstat")),
+        ) else {
+            continue;
+        };
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        let name = comm.trim().to_string();
+        match by_name.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, d)) => *d += Duration::from_nanos(ns),
+            None => by_name.push((name, Duration::from_nanos(ns))),
+        }
+    }
+    by_name
+}
+
 fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
