@@ -1267,6 +1267,68 @@ async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_r
     );
 }
 
+/// A machine crash can cut the CommitLog below the end of an index file that stays (its end time
+/// is not past the checkpoint's: under ASYNC_FLUSH the index is flushed and checkpointed ahead of
+/// the CommitLog). Such a file names records that are gone, and its end offset — the index's
+/// replay bound — would make it skip every new record written over the cut. It is removed with
+/// the newer ones and rebuilt by re-dispatch: keys before the cut, and keys of what is appended
+/// after the restart, are all found.
+#[actix::test]
+async fn index_files_that_name_records_past_the_recovered_end_are_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let tweak = |p: &mut StoreParams| {
+        p.commit_log_file_size = 64 << 10;
+        p.max_index_num = 40;
+    };
+    let mut at = Vec::new();
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        for i in 0..100u32 {
+            clock.advance_ms(100);
+            let m = msg("Cut", 0, &[7u8; 2000], &[(keys::KEYS, &format!("k{i}"))]);
+            at.push(store.put(m).await.unwrap().phy_offset.0);
+        }
+        store.shutdown().await.unwrap();
+    }
+    // The crash: everything from message 70 on never reached the disk. Its file keeps zeros
+    // from there, later files were never made. The second index file (messages 40-79, full, its
+    // end time checkpointed) survives with entries past the cut.
+    let cut = at[70];
+    let file_size = 64u64 << 10;
+    let cl = dir.path().join("commitlog");
+    for e in std::fs::read_dir(&cl).unwrap() {
+        let path = e.unwrap().path();
+        let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        if start > cut {
+            std::fs::remove_file(&path).unwrap();
+        } else if start + file_size > cut {
+            let mut b = std::fs::read(&path).unwrap();
+            b[(cut - start) as usize..].fill(0);
+            std::fs::write(&path, &b).unwrap();
+        }
+    }
+    let mut p = StoreParams::for_tests(dir.path());
+    tweak(&mut p);
+    let store = Store::open_with(p, Arc::new(clock.clone()), None, PreviousRun::Crashed)
+        .await
+        .unwrap();
+    assert_eq!(store.max_offset().0, cut, "recovery ends at the cut");
+    for i in 100..120u32 {
+        clock.advance_ms(100);
+        let m = msg("Cut", 0, &[8u8; 2000], &[(keys::KEYS, &format!("k{i}"))]);
+        store.put(m).await.unwrap();
+    }
+    settle(&store).await;
+    let missing = keys_not_found(&store, "Cut", 120);
+    assert_eq!(
+        missing,
+        (70..100).collect::<Vec<u32>>(),
+        "only the keys of the cut messages are gone"
+    );
+    store.shutdown().await.unwrap();
+}
+
 /// The other half of the rule above: once index files fill, a clean stop writes the end time of
 /// the newest *full* one (read back from its header) as the checkpoint's index time.
 #[actix::test]

@@ -862,6 +862,20 @@ impl IndexStore {
         self.retire(doomed)
     }
 
+    /// Removes the files that index a record at or past `end` (a recovered CommitLog end that
+    /// cut records they name), and an empty file after them (its header starts at the end of the
+    /// one before). Returns the lowest `beginPhyOffset` among them — where re-dispatch
+    /// must start to index again what they held below `end` — or `None` if none did.
+    pub fn destroy_past(&mut self, end: i64) -> Option<i64> {
+        let (doomed, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
+            .into_iter()
+            .partition(|f| f.end_phy_offset() >= end);
+        self.files = kept;
+        let from = doomed.iter().map(|f| f.begin_phy_offset()).min();
+        self.retire(doomed);
+        from
+    }
+
     /// Cleanup (FACTS §9): deletes the oldest files whose endPhyOffset < `min_phy_offset`,
     /// stopping at the first that is not, and never the newest file. Returns how many.
     pub fn delete_files_below(&mut self, min_phy_offset: i64) -> usize {

@@ -616,8 +616,33 @@ impl Store {
                 }
             }
         }
+        // Whatever the previous run was, index files must not name a record the recovered
+        // CommitLog no longer has: after a machine crash (the index checkpointed ahead of the
+        // CommitLog's flush) or a cut on normal recovery, a kept file ending past the end would
+        // name other messages' offsets, and its end — the index's replay bound — would make it
+        // skip every record written over the cut. They go, and re-dispatch rebuilds from the
+        // first record they held.
+        let mut index_cut_from = None;
+        if let Some(idx) = index_store.as_mut() {
+            let end = i64::try_from(rec.end.0).unwrap_or(i64::MAX);
+            if let Some(begin) = idx.destroy_past(end) {
+                let first = log
+                    .files()
+                    .files()
+                    .first()
+                    .map_or(0, |f| f.file_from_offset());
+                let from = u64::try_from(begin).unwrap_or(0).max(first);
+                tracing::warn!(
+                    end = rec.end.0,
+                    from,
+                    "index files named records past the recovered CommitLog end: removed, and \
+                     rebuilt by re-dispatch"
+                );
+                index_cut_from = Some(from);
+            }
+        }
         let mut reput_from = cqs.max_physic_offset();
-        for o in [plan.from, start_offset, index_lag_from]
+        for o in [plan.from, start_offset, index_lag_from, index_cut_from]
             .into_iter()
             .flatten()
         {
