@@ -25,6 +25,9 @@ use super::queue_table::QueueMaxTable;
 use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
 use crate::offset::QueueOffset;
 
+/// Page size of the torn-write model (see `ConsumeQueue::recover_with`).
+const PAGE: u64 = 4096;
+
 /// Shared, read-only handle on one queue.
 pub struct CqView {
     pub topic: Box<str>,
@@ -336,22 +339,47 @@ impl ConsumeQueue {
         }
         let mut end = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
         let mut max_phy = 0u64;
+        // The last valid unit's (phy, max_phy before it), for the torn-page rule below.
+        let mut last: Option<(u64, u64)> = None;
         'files: for f in &files[start..] {
             let mut pos = 0;
             while pos + CQ_UNIT_SIZE as u64 <= size {
                 let u = f.read(pos, CQ_UNIT_SIZE).and_then(CqUnit::decode);
                 match u {
                     Some(u) if u.is_valid() => {
+                        last = Some((u.phy_offset as u64, max_phy));
                         max_phy = u.phy_offset as u64 + u.size as u64;
                         pos += CQ_UNIT_SIZE as u64;
                     }
-                    Some(u) if u == CqUnit::PRE_BLANK => pos += CQ_UNIT_SIZE as u64,
+                    Some(u) if u == CqUnit::PRE_BLANK => {
+                        last = None;
+                        pos += CQ_UNIT_SIZE as u64;
+                    }
                     _ => {
                         end = f.file_from_offset() + pos;
+                        // A unit is 20 bytes and a page 4 KiB, so some units straddle a page
+                        // boundary. If a power loss kept the first page and not the next, the
+                        // unit keeps its offset and size and loses the end of its tagsCode — it
+                        // looks valid, and re-dispatch would skip its record as already queued,
+                        // leaving a wrong tag (or, on the schedule topic, delivery time) for good.
+                        // So after a crash the last unit is dropped when it straddles a page and
+                        // its record is one re-dispatch covers: it is written again, whole.
+                        let unit = pos.wrapping_sub(CQ_UNIT_SIZE as u64);
+                        let straddles =
+                            pos >= CQ_UNIT_SIZE as u64 && unit / PAGE != (pos - 1) / PAGE;
+                        if let (true, Some(from), Some((phy, before))) =
+                            (straddles, unsynced_from, last)
+                        {
+                            if phy >= from {
+                                end -= CQ_UNIT_SIZE as u64;
+                                max_phy = before;
+                            }
+                        }
                         break 'files;
                     }
                 }
             }
+            last = None;
             end = f.file_from_offset() + size;
         }
         self.files.truncate_dirty(end)?;
@@ -1089,6 +1117,49 @@ pub(crate) mod tests {
         assert_eq!(v.max_offset(), QueueOffset(30));
         assert_eq!(v.unit(QueueOffset(12)), Some(unit(1200)));
         assert_eq!(v.unit(QueueOffset(29)), Some(unit(2900)));
+    }
+
+    /// A power loss that kept one page of a ConsumeQueue file and not the next tears the unit
+    /// across the boundary: unit 204 (bytes 4080..4100) keeps its offset and size and loses the
+    /// low bytes of its tagsCode. After a crash it is dropped when its record is one re-dispatch
+    /// covers, and re-dispatch writes it whole; otherwise (a clean stop, or a record before the
+    /// unsynced start, flushed with its unit) it is kept.
+    #[test]
+    fn after_a_crash_a_last_unit_torn_across_a_page_is_written_again() {
+        for (unsynced_from, kept) in [(Some(20_400), false), (None, true), (Some(20_500), true)] {
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let mut s = ConsumeQueueStore::load(dir.path(), 20 * 500).unwrap();
+                for i in 0..300 {
+                    s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+                }
+            }
+            let path = dir.path().join("T/0/00000000000000000000");
+            let mut raw = std::fs::read(&path).unwrap();
+            raw[4096..].fill(0);
+            std::fs::write(&path, raw).unwrap();
+            let mut s = ConsumeQueueStore::load(dir.path(), 20 * 500).unwrap();
+            s.recover_with(unsynced_from).unwrap();
+            let v = s.table().get("T", 0).unwrap();
+            let torn = CqUnit {
+                tags_code: 0,
+                ..unit(20_400)
+            };
+            if kept {
+                assert_eq!(v.max_offset(), QueueOffset(205), "{unsynced_from:?}");
+                assert_eq!(v.unit(QueueOffset(204)), Some(torn));
+                continue;
+            }
+            assert_eq!(v.max_offset(), QueueOffset(204));
+            assert_eq!(s.max_physic_offset(), 20_400);
+            s.put("T", 0, QueueOffset(204), unit(20_400)).unwrap();
+            assert_eq!(
+                v.unit(QueueOffset(204)),
+                Some(unit(20_400)),
+                "written whole"
+            );
+            assert_eq!(v.max_offset(), QueueOffset(205));
+        }
     }
 
     /// After a crash, a queue can hold files of zeros followed by a whole one (a killed
