@@ -632,6 +632,27 @@ fn utf8<'a>(bytes: &'a [u8], field: &'static str, at: usize) -> Result<&'a str, 
     })
 }
 
+/// True when `r`, found at byte `file_pos` of a page-aligned file, reads as a record whose
+/// properties a power loss tore: from a 4 KiB page boundary at or after the start of its
+/// properties to its end every byte is zero, and so is its last byte. BODYCRC covers only the
+/// body, and NUL bytes are valid UTF-8, so such a record passes [`check`]; served, it would carry
+/// a cut-off TAGS, UNIQ_KEY, KEYS or DELAY. Every RocketMQ client ends its properties with the
+/// 0x02 separator, so a whole record does not end in zeros.
+pub fn torn_in_properties(r: &RecordView<'_>, file_pos: u64) -> bool {
+    const PAGE: u64 = 4096;
+    let raw = r.raw;
+    let props = r.properties.len();
+    if props == 0 || raw.last() != Some(&0) || props > raw.len() {
+        return false;
+    }
+    let props_start = (raw.len() - props) as u64;
+    // Zeros run from just past the last non-zero byte to the end.
+    let zeros_from = raw.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1) as u64;
+    let from = file_pos + zeros_from.max(props_start);
+    let boundary = from.div_ceil(PAGE) * PAGE;
+    boundary < file_pos + raw.len() as u64
+}
+
 /// Validates what starts at `buf[0]` (the buffer may extend past it): a record, a BLANK, or an
 /// error naming the bad field. The body CRC is verified only if `check_crc`. Never panics.
 pub fn check(buf: &[u8], check_crc: bool) -> Result<Check<'_>, DecodeError> {

@@ -523,7 +523,8 @@ impl CommitLog {
 
     /// Normal recovery (spec §6.5): walk records from the third-last file (or from file index
     /// `start_file` when given, as abnormal recovery does), stop at the first invalid record, and
-    /// cut the CommitLog there. `on_record` sees every valid record (abnormal recovery re-dispatches
+    /// cut the CommitLog there. With `start_file` (after a crash) a record whose properties end
+    /// in a torn page counts as invalid ([`record::torn_in_properties`]). `on_record` sees every valid record (abnormal recovery re-dispatches
     /// them). Returns the end of the valid data.
     pub fn recover(
         &mut self,
@@ -558,6 +559,19 @@ impl CommitLog {
                             f.path().display(),
                             f.file_from_offset() + pos,
                             r.phy_offset
+                        ));
+                        break 'files;
+                    }
+                    Ok(Check::Record(r))
+                        if start_file.is_some() && record::torn_in_properties(&r, pos) =>
+                    {
+                        // After a crash: a page of the record's properties never reached the
+                        // disk (see `torn_in_properties`). Never dispatched nor served.
+                        report.truncated_reason = Some(format!(
+                            "{}: record at offset {} ends in zeros from a page boundary in its \
+                             properties on (a torn write)",
+                            f.path().display(),
+                            f.file_from_offset() + pos
                         ));
                         break 'files;
                     }

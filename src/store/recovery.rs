@@ -395,7 +395,19 @@ mod tests {
         first_detectable: Option<u64>,
     }
 
-    fn damage(img: &Image, d: &BTreeMap<u64, Vec<u8>>) -> Damage {
+    /// A record whose properties a torn page cut, stated independently of
+    /// `record::torn_in_properties`: from some 4 KiB boundary at or after the start of its
+    /// properties to its end, `now` is all zeros (its last byte included).
+    fn torn(orig: &[u8], now: &[u8], at: u64) -> bool {
+        let proplen_at = covered(orig)[2].start;
+        let props_start = proplen_at + 2;
+        (props_start..orig.len())
+            .filter(|k| (at + *k as u64) % PAGE == 0)
+            .any(|k| now[k..orig.len()].iter().all(|&b| b == 0))
+            && props_start < orig.len()
+    }
+
+    fn damage(img: &Image, d: &BTreeMap<u64, Vec<u8>>, abnormal: bool) -> Damage {
         let mut out = Damage {
             first_changed: None,
             first_detectable: None,
@@ -422,7 +434,8 @@ mod tests {
                     let detectable = !decodes
                         || covered(orig)
                             .iter()
-                            .any(|r| now[r.clone()] != orig[r.clone()]);
+                            .any(|r| now[r.clone()] != orig[r.clone()])
+                        || (abnormal && torn(orig, now, at));
                     (now != &orig[..], detectable)
                 }
             };
@@ -440,7 +453,7 @@ mod tests {
     /// An independent statement of recovery's rule, over the edited disk: walk the known items
     /// from `start`; a record counts if it still decodes (CRC checked) at its original length, a
     /// BLANK if it still reads as one and the next file exists; stop at the first that does not.
-    fn expected_end(img: &Image, d: &BTreeMap<u64, Vec<u8>>, start: u64) -> u64 {
+    fn expected_end(img: &Image, d: &BTreeMap<u64, Vec<u8>>, start: u64, abnormal: bool) -> u64 {
         let size = img.file_size;
         let mut end = start;
         for &item in img.items.iter().filter(|&&i| img.item_at(i) >= start) {
@@ -450,7 +463,9 @@ mod tests {
             };
             match (item, record::check(buf, true)) {
                 (Item::Rec(i), Ok(Check::Record(v)))
-                    if v.total_size as u64 == img.recs[i].len && v.phy_offset as u64 == at =>
+                    if v.total_size as u64 == img.recs[i].len
+                        && v.phy_offset as u64 == at
+                        && !(abnormal && torn(&img.recs[i].bytes, buf, at)) =>
                 {
                     end = img.recs[i].end()
                 }
@@ -471,7 +486,7 @@ mod tests {
     /// invariants that hold for every crash image. Returns the log and the report.
     fn recover_and_check(img: &Image, start: Option<usize>) -> (CommitLog, RecoveryReport) {
         let before = disk(&img.cl_dir());
-        let dmg = damage(img, &before);
+        let dmg = damage(img, &before, start.is_some());
         let mut cl = open_log(&img.cl_dir(), img.file_size);
         let start_from = {
             let files = cl.files().files();
@@ -489,7 +504,7 @@ mod tests {
         // Exactly the end an independent reading of the image predicts.
         assert_eq!(
             end,
-            expected_end(img, &before, start_from),
+            expected_end(img, &before, start_from, start.is_some()),
             "damage {dmg:?}"
         );
         // A record boundary.
@@ -565,7 +580,9 @@ mod tests {
                 bytes_at(&before, img.file_size, at),
             ) {
                 // Served = decodes with its CRC *and* sits where it says (recovery checks both).
-                let served = matches!(record::check(now, true), Ok(Check::Record(v)) if v.total_size as u64 == r.len && v.phy_offset as u64 == at);
+                // After a crash a torn record does not count either (`torn`).
+                let served = matches!(record::check(now, true), Ok(Check::Record(v)) if v.total_size as u64 == r.len && v.phy_offset as u64 == at)
+                    && !(start.is_some() && torn(&r.bytes, now, at));
                 assert!(!served, "damaged record at {at} still decodes");
             }
         }
@@ -713,6 +730,50 @@ mod tests {
         let (_cl, rep) = recover_and_check(&img, None);
         assert_eq!(rep.end.0, img.synced);
         assert!(rep.files_scanned <= NORMAL_RECOVERY_FILES as u64);
+    }
+
+    /// A power loss that kept the page with the start of a record's properties and lost the
+    /// next leaves a record that still decodes (BODYCRC covers the body only) with its
+    /// properties ending in zeros. After a crash recovery ends before it, saying why; it is
+    /// never dispatched. A clean stop cannot tear a page, and normal recovery keeps the record.
+    #[test]
+    fn after_a_crash_a_record_with_torn_properties_ends_recovery() {
+        for abnormal in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let specs: Vec<Spec> = (0..12)
+                .map(|i| Spec {
+                    props: 700,
+                    ..spec("TopicT", i % 2, 300 + i as usize * 11)
+                })
+                .collect();
+            // The first record whose properties hold a page boundary, and that boundary.
+            let probe = write_store(dir.path(), 1 << 16, &specs, specs.len());
+            let (victim, boundary) = probe
+                .recs
+                .iter()
+                .enumerate()
+                .find_map(|(i, r)| {
+                    let props_start = r.start + covered(&r.bytes)[2].end as u64;
+                    let b = props_start.div_ceil(PAGE) * PAGE;
+                    (b < r.end() - 1).then_some((i, b))
+                })
+                .expect("some record's properties cross a page");
+            drop(probe);
+            let dir = tempfile::tempdir().unwrap();
+            let img = write_store(dir.path(), 1 << 16, &specs, victim);
+            apply(&img, Crash::ZeroFrom(boundary));
+            let start = abnormal.then_some(0);
+            let (_cl, rep) = recover_and_check(&img, start);
+            let r = &img.recs[victim];
+            if abnormal {
+                assert_eq!(rep.end.0, r.start, "recovery ends before the torn record");
+                let why = rep.truncated_reason.unwrap_or_default();
+                assert!(why.contains("torn write"), "{why}");
+                assert_eq!(rep.records as usize, victim);
+            } else {
+                assert_eq!(rep.end.0, r.end(), "normal recovery keeps it");
+            }
+        }
     }
 
     // ---- b) a torn last page ----
@@ -1346,7 +1407,7 @@ mod tests {
             };
             apply(&img, crash);
             if matches!(kind, Kind::FlipCovered(_)) {
-                let d = damage(&img, &disk(&img.cl_dir()));
+                let d = damage(&img, &disk(&img.cl_dir()), true);
                 prop_assert!(d.first_detectable.is_some(), "{crash:?} {d:?}");
             }
             let (cl, rep) = recover_and_check(&img, Some(0));
