@@ -103,6 +103,8 @@ pub struct CommitLog {
     cur: Option<Arc<MappedFile>>,
     cur_pos: u64,
     buffers: Option<WriteBuffers>,
+    /// Recovery after a possible power loss: pages may be torn (see [`CommitLog::recover`]).
+    torn_pages: bool,
 }
 
 impl CommitLog {
@@ -115,9 +117,17 @@ impl CommitLog {
             cur: None,
             cur_pos: 0,
             buffers: None,
+            torn_pages: false,
         };
         log.sync_cursor();
         log
+    }
+
+    /// The next [`recover`](Self::recover) follows a possible power loss (an abort file from
+    /// another boot): a page of a record may be torn, not only the end of the data. Not after a
+    /// process death on this boot or a clean stop, whose pages are all there.
+    pub fn expect_torn_pages(&mut self, yes: bool) {
+        self.torn_pages = yes;
     }
 
     /// Appends go to write buffers from the next new file on (from the current one for a ring
@@ -218,6 +228,15 @@ impl CommitLog {
                     "message properties are {} bytes; the limit is {MAX_PROPERTIES_BYTES} (signed 16-bit length)",
                     msg.properties.len()
                 ),
+            ));
+        }
+        if msg.properties.as_bytes().last() == Some(&0) {
+            // Recovery after a power loss reads properties ending in zeros as a torn page
+            // (`record::torn_in_properties`); no RocketMQ client writes them.
+            return Err(PutError::new(
+                PutStatus::MessageIllegal,
+                "message properties end in a NUL byte; each property must end with the 0x02 \
+                 separator",
             ));
         }
         if msg.body.len() > max {
@@ -523,8 +542,9 @@ impl CommitLog {
 
     /// Normal recovery (spec §6.5): walk records from the third-last file (or from file index
     /// `start_file` when given, as abnormal recovery does), stop at the first invalid record, and
-    /// cut the CommitLog there. With `start_file` (after a crash) a record whose properties end
-    /// in a torn page counts as invalid ([`record::torn_in_properties`]). `on_record` sees every valid record (abnormal recovery re-dispatches
+    /// cut the CommitLog there. After a possible power loss ([`CommitLog::expect_torn_pages`]) a
+    /// record whose properties end in a torn page counts as invalid
+    /// ([`record::torn_in_properties`]). `on_record` sees every valid record (abnormal recovery re-dispatches
     /// them). Returns the end of the valid data.
     pub fn recover(
         &mut self,
@@ -563,7 +583,7 @@ impl CommitLog {
                         break 'files;
                     }
                     Ok(Check::Record(r))
-                        if start_file.is_some() && record::torn_in_properties(&r, pos) =>
+                        if self.torn_pages && record::torn_in_properties(&r, pos) =>
                     {
                         // After a crash: a page of the record's properties never reached the
                         // disk (see `torn_in_properties`). Never dispatched nor served.
@@ -875,6 +895,18 @@ pub(crate) mod tests {
             .is_ok());
         let e = cl.append(&msg("T", -1, 10), 1).unwrap_err();
         assert_eq!(e.status, PutStatus::MessageIllegal);
+        // Properties a torn page could have made (recovery after a power loss cuts there).
+        let mut m = msg("T", 0, 10);
+        m.properties = "K\u{1}v\u{0}".into();
+        let before = cl.max_offset();
+        let e = cl.append(&m, 1).unwrap_err();
+        assert_eq!(e.status, PutStatus::MessageIllegal);
+        assert!(e.remark.contains("NUL byte"), "{}", e.remark);
+        let e = cl
+            .append_batch(&[m.clone()], 1, &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(e.status, PutStatus::MessageIllegal);
+        assert_eq!(cl.max_offset(), before);
         // A record bigger than maxMessageSize + 64 KiB: body at the limit plus huge properties is
         // caught by the properties rule first, so use a tiny file instead for the file-size rule.
         let dir2 = tempfile::tempdir().unwrap();

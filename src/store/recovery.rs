@@ -488,6 +488,8 @@ mod tests {
         let before = disk(&img.cl_dir());
         let dmg = damage(img, &before, start.is_some());
         let mut cl = open_log(&img.cl_dir(), img.file_size);
+        // The harness's abnormal recoveries model a power loss.
+        cl.expect_torn_pages(start.is_some());
         let start_from = {
             let files = cl.files().files();
             let idx = start

@@ -535,6 +535,7 @@ impl Store {
         let mut scan = RedispatchScan::new(&cqs, &persisted);
         let scan_started = std::time::Instant::now();
         let mut scan_last_ts = 0i64;
+        log.expect_torn_pages(previous == PreviousRun::Crashed);
         let rec = log.recover(params.check_crc_on_recover, start_file, |phy, r| {
             scan_last_ts = r.store_timestamp;
             scan.observe(phy, r)
