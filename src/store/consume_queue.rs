@@ -339,15 +339,16 @@ impl ConsumeQueue {
         }
         let mut end = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
         let mut max_phy = 0u64;
-        // The last valid unit's (phy, max_phy before it), for the torn-page rule below.
-        let mut last: Option<(u64, u64)> = None;
+        // The last valid unit's (phy, max_phy before it, position in its file), for the
+        // torn-page rule below.
+        let mut last: Option<(u64, u64, u64)> = None;
         'files: for f in &files[start..] {
             let mut pos = 0;
             while pos + CQ_UNIT_SIZE as u64 <= size {
                 let u = f.read(pos, CQ_UNIT_SIZE).and_then(CqUnit::decode);
                 match u {
                     Some(u) if u.is_valid() => {
-                        last = Some((u.phy_offset as u64, max_phy));
+                        last = Some((u.phy_offset as u64, max_phy, pos));
                         max_phy = u.phy_offset as u64 + u.size as u64;
                         pos += CQ_UNIT_SIZE as u64;
                     }
@@ -363,14 +364,11 @@ impl ConsumeQueue {
                         // looks valid, and re-dispatch would skip its record as already queued,
                         // leaving a wrong tag (or, on the schedule topic, delivery time) for good.
                         // So after a crash the last unit is dropped when it straddles a page and
-                        // its record is one re-dispatch covers: it is written again, whole.
-                        let unit = pos.wrapping_sub(CQ_UNIT_SIZE as u64);
-                        let straddles =
-                            pos >= CQ_UNIT_SIZE as u64 && unit / PAGE != (pos - 1) / PAGE;
-                        if let (true, Some(from), Some((phy, before))) =
-                            (straddles, unsynced_from, last)
-                        {
-                            if phy >= from {
+                        // its record is one re-dispatch covers: it is written again, whole. (It
+                        // may be the last of the file before: files are contiguous.)
+                        if let (Some(from), Some((phy, before, at))) = (unsynced_from, last) {
+                            let straddles = at / PAGE != (at + CQ_UNIT_SIZE as u64 - 1) / PAGE;
+                            if straddles && phy >= from {
                                 end -= CQ_UNIT_SIZE as u64;
                                 max_phy = before;
                             }
@@ -379,7 +377,6 @@ impl ConsumeQueue {
                     }
                 }
             }
-            last = None;
             end = f.file_from_offset() + size;
         }
         self.files.truncate_dirty(end)?;
