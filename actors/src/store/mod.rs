@@ -626,13 +626,52 @@ impl Store {
         let mut index_cut_from = None;
         if let Some(idx) = index_store.as_mut() {
             let end = i64::try_from(rec.end.0).unwrap_or(i64::MAX);
-            if let Some(begin) = idx.destroy_past(end) {
+            let files = idx.files();
+            let doomed_begin = files
+                .iter()
+                .filter(|f| f.end_phy_offset() >= end)
+                .map(|f| f.begin_phy_offset())
+                .min();
+            if let Some(begin) = doomed_begin {
                 let first = log
                     .files()
                     .files()
                     .first()
                     .map_or(0, |f| f.file_from_offset());
                 let from = u64::try_from(begin).unwrap_or(0).max(first);
+                // Durable before the files go: the checkpoint must send any later abnormal start
+                // (a kill or a power loss during the rebuild) back to `from`, and not vouch for
+                // index files that are gone. Recovery progress raises both again as re-dispatch
+                // passes file boundaries (both builders done up to there).
+                let kept_end_ts = files
+                    .iter()
+                    .filter(|f| f.end_phy_offset() < end)
+                    .map(|f| f.end_timestamp())
+                    .max()
+                    .unwrap_or(0);
+                let mut ts_at_from = 0;
+                let _ = actormq_core::store::commit_log::walk(
+                    &log.view(),
+                    PhyOffset(from),
+                    rec.end,
+                    |_, r| {
+                        ts_at_from = r.store_timestamp;
+                        false
+                    },
+                );
+                checkpoint
+                    .set_physic_msg_timestamp(checkpoint.physic_msg_timestamp().min(ts_at_from));
+                checkpoint
+                    .set_index_msg_timestamp(checkpoint.index_msg_timestamp().min(kept_end_ts));
+                if let Err(e) = checkpoint.flush() {
+                    tracing::error!(error = %e, "checkpoint not lowered before rebuilding the \
+                        index; a start interrupted during the rebuild may miss keys");
+                }
+                idx.destroy_past(end);
+                // Tests stop a start here, as a kill during the rebuild would.
+                fail::fail_point!("recovery-index-cut", |_| Err(std::io::Error::other(
+                    "recovery: stopped after removing index files: injected by a fail point"
+                )));
                 tracing::warn!(
                     end = rec.end.0,
                     from,

@@ -1,0 +1,116 @@
+//! A start that removed index files naming records past a cut CommitLog end, and was then
+//! stopped before re-dispatch rebuilt them (a kill during recovery), must leave the checkpoint
+//! sending the next start back far enough to index those records again. A test binary of its
+//! own: it arms a process-wide fail point.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actormq::store::{PreviousRun, Store, StoreParams};
+use actormq_core::clock::ManualClock;
+use actormq_core::format::properties::{self, keys};
+use actormq_core::format::record::{body_crc, NewMessage};
+use bytes::Bytes;
+
+const FILE: u64 = 1 << 20;
+
+fn params(root: &Path) -> StoreParams {
+    let mut p = StoreParams::for_tests(root);
+    p.commit_log_file_size = FILE;
+    p.max_index_num = 200;
+    p
+}
+
+fn keyed(i: u32) -> NewMessage {
+    let body = Bytes::from(vec![(i % 251) as u8 | 1; 30_000]);
+    NewMessage {
+        topic: "Rebuild".into(),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 0,
+        born_host: "127.0.0.1:40000".parse().unwrap(),
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_tx_offset: 0,
+        body_crc: body_crc(&body),
+        body,
+        properties: properties::encode(&[(keys::KEYS, &format!("k{i}"))]),
+    }
+}
+
+#[actix::test]
+async fn a_start_stopped_after_removing_index_files_is_followed_by_one_that_rebuilds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // 450 messages of 30 KB over 14 CommitLog files; index files of 200 entries: the second
+    // (messages 200-399, from ~6 MB) is full, so a clean stop checkpoints its end time.
+    // Store times 100 ms apart: the abnormal-recovery start is chosen by time, 3 s before the
+    // checkpoint's (RocketMQ's margin), so 30 messages.
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mut at = Vec::new();
+    {
+        let store = Store::open(params(dir.path()), Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        for i in 0..450u32 {
+            clock.advance_ms(100);
+            at.push(store.put(keyed(i)).await.unwrap().phy_offset.0);
+        }
+        store.shutdown().await.unwrap();
+    }
+    // A power loss took everything from message 380 on: the second index file, kept by its
+    // checkpointed end time, names records past the end.
+    let cut = at[380];
+    for e in std::fs::read_dir(dir.path().join("commitlog")).unwrap() {
+        let path = e.unwrap().path();
+        let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        if start > cut {
+            std::fs::remove_file(&path).unwrap();
+        } else if start + FILE > cut {
+            let mut b = std::fs::read(&path).unwrap();
+            b[(cut - start) as usize..].fill(0);
+            std::fs::write(&path, &b).unwrap();
+        }
+    }
+    fail::cfg("recovery-index-cut", "return").unwrap();
+    let err = Store::open_with(
+        params(dir.path()),
+        Arc::new(clock.clone()),
+        None,
+        PreviousRun::Crashed,
+    )
+    .await
+    .err()
+    .expect("the start is stopped after removing the index files");
+    fail::remove("recovery-index-cut");
+    assert!(err.to_string().contains("injected"), "{err}");
+    // The next start, as after a kill on the same boot. Without the lowered checkpoint it would
+    // re-dispatch only from the last file (the checkpoint's time, less 3 s) and the index's lag
+    // bound (~4 MB before the end), and messages 199-237 (from ~6 MB) would never be indexed
+    // again.
+    let store = Store::open_with(
+        params(dir.path()),
+        Arc::new(clock.clone()),
+        None,
+        PreviousRun::ProcessDied,
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.max_offset().0, cut);
+    assert!(
+        store
+            .wait_dispatched(store.max_offset(), Duration::from_secs(60))
+            .await
+    );
+    let idx = store.index().expect("index enabled");
+    let missing: Vec<u32> = (0..450u32)
+        .filter(|i| {
+            idx.query("Rebuild", &format!("k{i}"), 4, 0, i64::MAX)
+                .phy_offsets
+                .is_empty()
+        })
+        .collect();
+    assert_eq!(missing, (380..450).collect::<Vec<u32>>());
+    store.shutdown().await.unwrap();
+}
