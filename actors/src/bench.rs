@@ -778,8 +778,7 @@ mod tests {
         args: StoreBenchArgs,
     }
 
-    /// The SYNC_FLUSH bench warms up into the second CommitLog file, then measures a row per
-    /// concurrency whose throughput identity holds (every acknowledged append was in a group).
+    /// The summary over rounds: medians of every figure, and the p99 ratio over quiet rounds only.
     #[test]
     fn the_summary_takes_medians_and_counts_rounds_within_the_target() {
         let row = |producers, rate, p99, bare_p99| SyncRow {
@@ -815,6 +814,8 @@ mod tests {
         assert!(out.contains("over the 2 quiet ones"), "{out}");
     }
 
+    /// The SYNC_FLUSH bench warms up into the second CommitLog file, then measures a row per
+    /// concurrency whose throughput identity holds (every acknowledged append was in a group).
     #[actix_rt::test]
     async fn the_sync_bench_measures_after_the_first_file_and_prints_a_row_per_concurrency() {
         let dir = tempfile::tempdir().unwrap();

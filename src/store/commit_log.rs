@@ -544,8 +544,8 @@ impl CommitLog {
     /// `start_file` when given, as abnormal recovery does), stop at the first invalid record, and
     /// cut the CommitLog there. After a possible power loss ([`CommitLog::expect_torn_pages`]) a
     /// record whose properties end in a torn page counts as invalid
-    /// ([`record::torn_in_properties`]). `on_record` sees every valid record (abnormal recovery re-dispatches
-    /// them). Returns the end of the valid data.
+    /// ([`record::torn_in_properties`]). `on_record` sees every valid record (abnormal recovery
+    /// re-dispatches them). Returns the end of the valid data.
     pub fn recover(
         &mut self,
         check_crc: bool,

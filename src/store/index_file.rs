@@ -645,6 +645,11 @@ pub struct IndexStore {
     published: FileList,
 }
 
+/// Whether `f` indexes a record at or past CommitLog offset `end` (its last entry's record).
+fn names_past(f: &IndexFile, end: i64) -> bool {
+    f.end_phy_offset() >= end
+}
+
 impl IndexStore {
     /// Opens (creating if needed) `dir` and loads its index files in name order.
     pub fn open(dir: &Path, slot_num: u32, index_num: u32) -> Result<IndexStore, IndexError> {
@@ -862,18 +867,35 @@ impl IndexStore {
         self.retire(doomed)
     }
 
-    /// Removes the files that index a record at or past `end` (a recovered CommitLog end that
-    /// cut records they name), and an empty file after them (its header starts at the end of the
-    /// one before). Returns the lowest `beginPhyOffset` among them — where re-dispatch
-    /// must start to index again what they held below `end` — or `None` if none did.
-    pub fn destroy_past(&mut self, end: i64) -> Option<i64> {
+    /// For a recovered CommitLog end `end` that cut records some files name: the lowest
+    /// `beginPhyOffset` among those files — where re-dispatch must start to index again what
+    /// they held below `end` — and the newest `endTimestamp` of the files that stay (0 if none).
+    /// `None` if no file names a record at or past `end`.
+    pub fn past(&self, end: i64) -> Option<(i64, i64)> {
+        let begin = self
+            .files
+            .iter()
+            .filter(|f| names_past(f, end))
+            .map(|f| f.begin_phy_offset())
+            .min()?;
+        let kept_end_ts = self
+            .files
+            .iter()
+            .filter(|f| !names_past(f, end))
+            .map(|f| f.end_timestamp())
+            .max()
+            .unwrap_or(0);
+        Some((begin, kept_end_ts))
+    }
+
+    /// Removes the files [`past`](Self::past) names (and an empty file after them: its header
+    /// starts at the end of the one before). Returns how many.
+    pub fn destroy_past(&mut self, end: i64) -> usize {
         let (doomed, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
             .into_iter()
-            .partition(|f| f.end_phy_offset() >= end);
+            .partition(|f| names_past(f, end));
         self.files = kept;
-        let from = doomed.iter().map(|f| f.begin_phy_offset()).min();
-        self.retire(doomed);
-        from
+        self.retire(doomed)
     }
 
     /// Cleanup (FACTS §9): deletes the oldest files whose endPhyOffset < `min_phy_offset`,

@@ -626,13 +626,7 @@ impl Store {
         let mut index_cut_from = None;
         if let Some(idx) = index_store.as_mut() {
             let end = i64::try_from(rec.end.0).unwrap_or(i64::MAX);
-            let files = idx.files();
-            let doomed_begin = files
-                .iter()
-                .filter(|f| f.end_phy_offset() >= end)
-                .map(|f| f.begin_phy_offset())
-                .min();
-            if let Some(begin) = doomed_begin {
+            if let Some((begin, kept_end_ts)) = idx.past(end) {
                 let first = log
                     .files()
                     .files()
@@ -642,13 +636,8 @@ impl Store {
                 // Durable before the files go: the checkpoint must send any later abnormal start
                 // (a kill or a power loss during the rebuild) back to `from`, and not vouch for
                 // index files that are gone. Recovery progress raises both again as re-dispatch
-                // passes file boundaries (both builders done up to there).
-                let kept_end_ts = files
-                    .iter()
-                    .filter(|f| f.end_phy_offset() < end)
-                    .map(|f| f.end_timestamp())
-                    .max()
-                    .unwrap_or(0);
+                // passes file boundaries (both builders done up to there). A record unreadable
+                // at `from` leaves 0: the next abnormal start scans from the first file.
                 let mut ts_at_from = 0;
                 let _ = actormq_core::store::commit_log::walk(
                     &log.view(),
