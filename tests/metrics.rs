@@ -620,6 +620,25 @@ fn group_commit_counters_count_every_synchronous_send() {
                     (1.0..=SENDS as f64).contains(&flushes),
                     "{flushes} flushes for {SENDS} sends"
                 );
+                // The flush histogram: every flush that wrote data, so at least one and at most
+                // one per send (each holds a send's bytes no earlier flush wrote), with the
+                // broker's labels, cumulative buckets ending in the count, and time spent.
+                let me = [("node_id", "broker-a"), ("node_type", "broker")];
+                let flush_count = page.value("actormq_commitlog_flush_seconds_count", &me);
+                assert!(
+                    (1.0..=SENDS as f64).contains(&flush_count),
+                    "{flush_count} timed flushes for {SENDS} sends\n{}",
+                    page.text
+                );
+                let mut buckets: Vec<(f64, f64)> = page
+                    .find("actormq_commitlog_flush_seconds_bucket", &me)
+                    .map(|s| (s.labels["le"].parse().expect("le is a number"), s.value))
+                    .collect();
+                buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+                assert_eq!(buckets.len(), 31, "30 bounds and +Inf: {buckets:?}");
+                assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
+                assert_eq!(buckets.last().map(|b| b.1), Some(flush_count));
+                assert!(page.value("actormq_commitlog_flush_seconds_sum", &me) > 0.0);
             }
         },
     );

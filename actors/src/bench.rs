@@ -423,6 +423,89 @@ struct SyncRow {
     p50: f64,
     p99: f64,
     bare_p99: f64,
+    /// The store's own CommitLog flushes in the row (from `actormq_commitlog_flush_seconds`):
+    /// p99 in µs, and the share of the row's time spent flushing.
+    flush_p99: f64,
+    flush_busy: f64,
+}
+
+/// A read of the store's flush histogram (`StoreState::flush_time`), to difference two reads:
+/// what one row's flushes took.
+#[derive(Clone, Debug, PartialEq)]
+struct FlushSnap {
+    /// (upper bound in seconds, cumulative count), ascending; the implicit +Inf bucket is `count`.
+    buckets: Vec<(f64, u64)>,
+    count: u64,
+    sum: f64,
+}
+
+impl FlushSnap {
+    fn of(h: &prometheus::Histogram) -> Self {
+        use prometheus::core::Metric as _;
+        let m = h.metric();
+        let h = m.get_histogram();
+        FlushSnap {
+            buckets: h
+                .get_bucket()
+                .iter()
+                .map(|b| (b.upper_bound(), b.cumulative_count()))
+                .collect(),
+            count: h.get_sample_count(),
+            sum: h.get_sample_sum(),
+        }
+    }
+
+    /// The flushes between `before` and this read.
+    fn since(&self, before: &FlushSnap) -> FlushSnap {
+        FlushSnap {
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&before.buckets)
+                .map(|(a, b)| (a.0, a.1 - b.1))
+                .collect(),
+            count: self.count - before.count,
+            sum: self.sum - before.sum,
+        }
+    }
+
+    /// The `q` quantile in seconds, interpolated linearly inside its bucket (the buckets are a
+    /// factor √2 apart, so within ~20 %); past the last bound, that bound. 0 without flushes.
+    fn quantile(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        let rank = q * self.count as f64;
+        let (mut lower, mut below) = (0.0, 0u64);
+        for &(upper, cumulative) in &self.buckets {
+            if cumulative as f64 >= rank && cumulative > below {
+                let within = (rank - below as f64) / (cumulative - below) as f64;
+                return lower + within.clamp(0.0, 1.0) * (upper - lower);
+            }
+            (lower, below) = (upper, cumulative);
+        }
+        lower
+    }
+
+    /// One line for a row of `secs`: the flushes' count, p50/p99, the share of the time the disk
+    /// spent flushing, and the mean time between one flush's end and the next one's start —
+    /// together the two sides of a lock-step round (the disk, and everything else).
+    fn describe(&self, secs: f64) -> String {
+        let between = if self.count > 0 {
+            (secs - self.sum).max(0.0) / self.count as f64 * 1e6
+        } else {
+            0.0
+        };
+        format!(
+            "           flushes (actormq_commitlog_flush_seconds, +-20 %): {} ({:.0}/s), p50 {:.0} us \
+             p99 {:.0} us, flushing {:.0} % of the time, {between:.0} us between flushes (mean)\n",
+            self.count,
+            self.count as f64 / secs.max(1e-9),
+            self.quantile(0.5) * 1e6,
+            self.quantile(0.99) * 1e6,
+            100.0 * self.sum / secs.max(1e-9),
+        )
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -455,7 +538,7 @@ fn sync_summary(concurrency: &[usize], rows: &[SyncRow]) -> String {
          round's bare 1-message p99) over the {calm} quiet ones (bare p99 <= {QUIET_BARE} x the \
          lowest, {lowest:.0} us)\n"
     );
-    out.push_str("producers   msgs/s   p50 us   p99 us  p99 / bare p99 (median, min-max)  quiet rounds with ratio <= 2\n");
+    out.push_str("producers   msgs/s   p50 us   p99 us  p99 / bare p99 (median, min-max)  quiet rounds with ratio <= 2  flush p99 us  flushing %\n");
     for &c in concurrency {
         let of: Vec<SyncRow> = rows.iter().filter(|r| r.producers == c).copied().collect();
         let ratios: Vec<f64> = of
@@ -467,7 +550,7 @@ fn sync_summary(concurrency: &[usize], rows: &[SyncRow]) -> String {
             .iter()
             .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
         out.push_str(&format!(
-            "{c:>9} {:>8.0} {:>8.0} {:>8.0} {:>14.2} ({lo:.2}-{hi:.2}) {:>29}\n",
+            "{c:>9} {:>8.0} {:>8.0} {:>8.0} {:>14.2} ({lo:.2}-{hi:.2}) {:>29} {:>13.0} {:>11.0}\n",
             median(of.iter().map(|r| r.rate).collect()),
             median(of.iter().map(|r| r.p50).collect()),
             median(of.iter().map(|r| r.p99).collect()),
@@ -477,6 +560,8 @@ fn sync_summary(concurrency: &[usize], rows: &[SyncRow]) -> String {
                 ratios.iter().filter(|&&x| x <= 2.0).count(),
                 ratios.len()
             ),
+            median(of.iter().map(|r| r.flush_p99).collect()),
+            100.0 * median(of.iter().map(|r| r.flush_busy).collect()),
         ));
     }
     out
@@ -582,6 +667,7 @@ async fn sync_flush_round(
             .group_messages
             .load(std::sync::atomic::Ordering::Relaxed);
         let bytes0 = store.max_offset().0;
+        let flush0 = FlushSnap::of(store.state().flush_time.histogram());
         let actors0 = crate::metered::snapshot();
         let cpu0 = crate::bench_wire::process_cpu();
         let threads0 = crate::bench_wire::thread_cpu();
@@ -597,8 +683,10 @@ async fn sync_flush_round(
         }
         let secs = started.elapsed().as_secs_f64();
         let hist = shared_hist.borrow().clone();
+        let flushed = FlushSnap::of(store.state().flush_time.histogram()).since(&flush0);
         let cpu = (crate::bench_wire::process_cpu() - cpu0).as_secs_f64() / secs;
         details.push_str(&actor_deltas(c, cpu, &actors0, &crate::metered::snapshot()));
+        details.push_str(&flushed.describe(secs));
         details.push_str(&thread_deltas(
             secs,
             &threads0,
@@ -632,6 +720,8 @@ async fn sync_flush_round(
             p50: hist.value_at_quantile(0.5) as f64,
             p99,
             bare_p99,
+            flush_p99: flushed.quantile(0.99) * 1e6,
+            flush_busy: flushed.sum / secs,
         });
         table.push_str(&format!(
             "{c:>9} {rate:>8.0} {:>8} {p99:>8.0} {fps:>10.0} {batch:>11.1} {:>30.2} {:>15.2} \
@@ -787,6 +877,8 @@ mod tests {
             p50: p99 / 2.0,
             p99,
             bare_p99,
+            flush_p99: bare_p99 / 2.0,
+            flush_busy: rate / 1000.0,
         };
         // Round 3's baseline is disturbed (bare p99 400 > 1.5 x 200): it counts in the medians
         // of the figures, not in the ratios.
@@ -806,10 +898,18 @@ mod tests {
             .collect();
         // 16: quiet ratios 1.5 and 2.0 -> median 1.75, both within 2.
         assert_eq!(lines[0][..5], ["16", "200", "200", "400", "1.75"], "{out}");
-        assert_eq!(lines[0][5..], ["(1.50-2.00)", "2", "of", "2"], "{out}");
+        assert_eq!(
+            lines[0][5..],
+            ["(1.50-2.00)", "2", "of", "2", "125", "20"],
+            "{out}"
+        );
         // 64: quiet ratios 4.5 and 1.2 -> median 2.85, one within 2.
         assert_eq!(lines[1][..5], ["64", "20", "195", "390", "2.85"], "{out}");
-        assert_eq!(lines[1][5..], ["(1.20-4.50)", "1", "of", "2"], "{out}");
+        assert_eq!(
+            lines[1][5..],
+            ["(1.20-4.50)", "1", "of", "2", "125", "2"],
+            "{out}"
+        );
         assert!(out.starts_with("summary over 3 rounds"), "{out}");
         assert!(out.contains("over the 2 quiet ones"), "{out}");
     }
@@ -843,10 +943,8 @@ mod tests {
                 w.len() >= 7 && w[0].parse::<usize>().is_ok() && w[1].parse::<f64>().is_ok()
             })
             .collect();
-        // Two rounds of two rows each, then the summary's two rows (which end in "k of n").
-        let (summary, rounds): (Vec<_>, Vec<_>) = rows
-            .into_iter()
-            .partition(|w| w.len() > 2 && w[w.len() - 2] == "of");
+        // Two rounds of two rows each, then the summary's two rows (which say "k of n").
+        let (summary, rounds): (Vec<_>, Vec<_>) = rows.into_iter().partition(|w| w.contains(&"of"));
         assert_eq!(rounds.len(), 4, "{table}");
         assert_eq!(summary.len(), 2, "{table}");
         assert!(table.contains("round 2 of 2"), "{table}");
@@ -866,5 +964,58 @@ mod tests {
                 "msgs/s vs flushes x batch: {table}"
             );
         }
+        // Every row timed its flushes: as many as it made, each of them (it wrote data).
+        let flush_lines: Vec<&str> = table
+            .lines()
+            .filter(|l| {
+                l.trim_start()
+                    .starts_with("flushes (actormq_commitlog_flush_seconds")
+            })
+            .collect();
+        assert_eq!(flush_lines.len(), 4, "{table}");
+        for (l, row) in flush_lines.iter().zip(&rounds) {
+            let timed: u64 = l.split_whitespace().nth(4).unwrap().parse().unwrap();
+            let per_s: f64 = row[4].parse().unwrap();
+            assert!(timed > 0, "{table}");
+            // The row's flushes/s is of group commits over the same 0.3 s; a tick's flush of a
+            // group's straggler may add one or two.
+            assert!(
+                (timed as f64) >= 0.5 * per_s * 0.3,
+                "{timed} timed flushes against {per_s}/s: {table}"
+            );
+        }
+    }
+
+    /// A quantile read from the flush histogram's buckets: interpolated inside the bucket that
+    /// holds the rank, the last bound past the end, 0 without flushes; and a difference of two
+    /// reads is the flushes between them.
+    #[test]
+    fn flush_quantiles_come_from_the_buckets_between_two_reads() {
+        let h = crate::store::state::FlushTimes::default();
+        let before = FlushSnap::of(h.histogram());
+        assert_eq!(before.since(&before).quantile(0.99), 0.0);
+        // 90 flushes of 60 µs (the 50–70.7 µs bucket) and 10 of 10 s (past the last bound).
+        for _ in 0..90 {
+            h.observe(Duration::from_micros(60));
+        }
+        for _ in 0..10 {
+            h.observe(Duration::from_secs(10));
+        }
+        let d = FlushSnap::of(h.histogram()).since(&before);
+        assert_eq!(d.count, 100);
+        let p50 = d.quantile(0.5);
+        // Rank 50 of the bucket's 90: 50 µs + 50/90 of its width.
+        let expect = 50e-6 + 50.0 / 90.0 * (50e-6 * std::f64::consts::SQRT_2 - 50e-6);
+        assert!((p50 - expect).abs() < 1e-9, "{p50} vs {expect}");
+        let last = d.buckets.last().unwrap().0;
+        assert_eq!(d.quantile(0.99), last, "past the last bound: that bound");
+        assert!((d.sum - (90.0 * 60e-6 + 100.0)).abs() < 1e-6);
+        let again = FlushSnap::of(h.histogram());
+        assert_eq!(again.since(&FlushSnap::of(h.histogram())).count, 0);
+        assert!(
+            d.describe(2.0).contains("100 (50/s)"),
+            "{}",
+            d.describe(2.0)
+        );
     }
 }

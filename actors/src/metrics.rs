@@ -2,7 +2,7 @@
 //! Prometheus text format, with RocketMQ 5's metric names and labels (ECOSYSTEM A.1, "Metrics,
 //! route 2") so existing Grafana boards and alerts work unchanged.
 //!
-//! Three sources are rendered into one page:
+//! Four sources are rendered into one page:
 //!
 //! * the actor mailbox series of [`crate::metered::registry`] (`actormq_actor_*{actor}`), which
 //!   every running actor has with no code here;
@@ -20,7 +20,10 @@
 //!   (`transientStorePoolEnable`, which RocketMQ 5 has no metric for) ActorMQ's own
 //!   `actormq_transient_store_pool_buffers{state="available"|"total"}` — `available` is the
 //!   `remainTransientStoreBufferNumbs` of GET_BROKER_RUNTIME_INFO, and under 40 % of `total` is
-//!   when the store logs RocketMQ's "TransientStorePool only remain N sheets" warning.
+//!   when the store logs RocketMQ's "TransientStorePool only remain N sheets" warning;
+//! * the store's histogram `actormq_commitlog_flush_seconds` (every CommitLog flush that wrote
+//!   data, SYNC_FLUSH or ASYNC_FLUSH: the disk's side of a send's latency), kept by the store in
+//!   its shared state and given the broker's labels here.
 //!
 //! Every broker metric carries RocketMQ's base labels `cluster`, `node_type="broker"` and
 //! `node_id=<brokerName>` (as constant labels: no cost per observation). The actor series are
@@ -555,6 +558,29 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// `families` with `labels` added to every metric: for a collector the store owns, which does
+/// not know the broker's identity (the store state's flush histogram).
+fn with_labels(
+    mut families: Vec<MetricFamily>,
+    labels: &HashMap<String, String>,
+) -> Vec<MetricFamily> {
+    let mut sorted: Vec<_> = labels.iter().collect();
+    sorted.sort();
+    for f in &mut families {
+        for m in f.mut_metric() {
+            let mut pairs = m.take_label();
+            for (name, value) in &sorted {
+                let mut p = prometheus::proto::LabelPair::default();
+                p.set_name(name.to_string());
+                p.set_value(value.to_string());
+                pairs.push(p);
+            }
+            m.set_label(pairs);
+        }
+    }
+    families
+}
+
 /// Gauges of one scrape, in a registry of their own.
 struct ScrapeGauges {
     registry: Registry,
@@ -596,6 +622,10 @@ impl ScrapeSources {
     pub async fn render(&self) -> String {
         let mut families = metered::registry().gather();
         families.extend(self.metrics.gather());
+        families.extend(with_labels(
+            self.state.flush_time.histogram().collect(),
+            &self.metrics.labels.const_labels(),
+        ));
         families.extend(self.scrape_gauges().await);
         prometheus::TextEncoder::new()
             .encode_to_string(&families)

@@ -245,6 +245,7 @@ impl FlushCore {
         let target = self.view.max_offset();
         let mut upto = self.view.min_offset();
         let from = self.state.flushed();
+        let started = Instant::now();
         for f in self.view.files().iter() {
             if f.file_from_offset() + f.file_size() <= from {
                 upto = f.file_from_offset() + f.file_size();
@@ -262,6 +263,9 @@ impl FlushCore {
             if pos < f.file_size() {
                 break;
             }
+        }
+        if upto > from {
+            self.state.flush_time.observe(started.elapsed());
         }
         self.state
             .flushed
