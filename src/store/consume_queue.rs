@@ -25,9 +25,6 @@ use super::queue_table::QueueMaxTable;
 use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
 use crate::offset::QueueOffset;
 
-/// Page size of the torn-write model (see `ConsumeQueue::recover_with`).
-const PAGE: u64 = 4096;
-
 /// Shared, read-only handle on one queue.
 pub struct CqView {
     pub topic: Box<str>,
@@ -162,26 +159,36 @@ impl ConsumeQueue {
     /// written are duplicates from a replay and are ignored; a gap is filled with pre-blanks so
     /// that unit `n` always sits at byte `n * 20`.
     pub fn put(&mut self, unit: CqUnit, offset: QueueOffset) -> io::Result<()> {
-        self.put_with(unit, offset, true).map(|_| ())
+        self.put_with(unit, offset, true, false).map(|_| ())
     }
 
     /// [`ConsumeQueue::put`]; with `create` false, a unit that needs a file neither existing nor
-    /// made ahead (a spare) is not written and `false` comes back — the builder then makes the
-    /// files of its whole batch at once. Blank units of a gap written before that stay: the
-    /// retry finds them as written.
-    fn put_with(&mut self, unit: CqUnit, offset: QueueOffset, create: bool) -> io::Result<bool> {
+    /// made ahead (a spare) is not written and [`Put::NoFile`] comes back — the builder then
+    /// makes the files of its whole batch at once. Blank units of a gap written before that
+    /// stay: the retry finds them as written. With `repair`, a replay is checked against the
+    /// unit already written ([`ConsumeQueue::repair`]).
+    fn put_with(
+        &mut self,
+        unit: CqUnit,
+        offset: QueueOffset,
+        create: bool,
+        repair: bool,
+    ) -> io::Result<Put> {
         let end = unit.phy_offset as u64 + unit.size as u64;
+        let want = offset.0 * CQ_UNIT_SIZE as u64;
         if end <= self.max_physic_offset {
-            return Ok(true);
+            if repair && want < self.files.max_offset() {
+                return self.repair(unit, offset);
+            }
+            return Ok(Put::Written);
         }
         let size = self.files.file_size();
-        let want = offset.0 * CQ_UNIT_SIZE as u64;
         let mut cur = self.files.max_offset();
         if self.files.is_empty() {
             // First file of a queue that starts mid-way (after retention or a replay).
             let from = want - want % size;
             if !self.new_file(from, create)? {
-                return Ok(false);
+                return Ok(Put::NoFile);
             }
             cur = from;
             if want > from {
@@ -189,20 +196,49 @@ impl ConsumeQueue {
             }
         }
         if want < cur {
-            return Ok(true);
+            if repair {
+                return self.repair(unit, offset);
+            }
+            return Ok(Put::Written);
         }
         while cur < want {
             tracing::warn!(topic = %self.view.topic, queue = self.view.queue_id, expected = want / 20, at = cur / 20, "ConsumeQueue gap filled with blank units");
             if !self.write_at(cur, &CqUnit::PRE_BLANK.encode(), create)? {
-                return Ok(false);
+                return Ok(Put::NoFile);
             }
             cur += CQ_UNIT_SIZE as u64;
         }
         if !self.write_at(cur, &unit.encode(), create)? {
-            return Ok(false);
+            return Ok(Put::NoFile);
         }
         self.max_physic_offset = end;
-        Ok(true)
+        Ok(Put::Written)
+    }
+
+    /// A replay during recovery after an abnormal stop: `unit` (made from its CommitLog record)
+    /// for an offset the queue already holds. If the unit written there differs, it is written
+    /// again in place, and its file's flushed position lowered so that the next flush writes it.
+    /// A unit can survive an abnormal stop torn and still look valid — offset and size whole,
+    /// tagsCode (or, on the schedule topic, the delivery time) not: a power loss keeps some
+    /// 512-byte sectors of an unsynced page and not others, and a process killed in the middle
+    /// of the 20-byte copy leaves half of it. Skipped as a replay (RocketMQ skips it), it would
+    /// filter its message by a wrong tag for good. No reader exists during recovery, so the
+    /// published bytes may change. An offset below the queue's first file (retention) is left.
+    fn repair(&mut self, unit: CqUnit, offset: QueueOffset) -> io::Result<Put> {
+        let global = offset.0 * CQ_UNIT_SIZE as u64;
+        let Some(file) = self.files.view().find(global) else {
+            return Ok(Put::Written);
+        };
+        let pos = global - file.file_from_offset();
+        let have = file.read(pos, CQ_UNIT_SIZE).and_then(CqUnit::decode);
+        if have == Some(unit) {
+            return Ok(Put::Written);
+        }
+        tracing::debug!(topic = %self.view.topic, queue = self.view.queue_id, offset = offset.0, ?have, want = ?unit, "ConsumeQueue unit differs from its CommitLog record: written again");
+        // SAFETY: this queue is the file's only writer, and recovery runs before any reader
+        // exists, so no one looks at these published bytes while they change.
+        unsafe { file.rewrite_published(pos, &unit.encode()) };
+        Ok(Put::Repaired)
     }
 
     /// Appends the file starting at `from`: the spare made for it, or (with `create`) a new one.
@@ -314,7 +350,9 @@ impl ConsumeQueue {
     /// start's cut syncs only the last one, and write-back order is the kernel's — a power loss
     /// then leaves files of zeros followed by one that is whole. So the scan also starts no later
     /// than the last file whose first unit points before `unsynced_from` (a binary search: one
-    /// unit read per step).
+    /// unit read per step). Units that survived torn but look valid are not this scan's
+    /// business: re-dispatch checks each unit it replays and writes it again if it differs
+    /// ([`ConsumeQueueStore::set_repairing`]).
     pub fn recover_with(&mut self, unsynced_from: Option<u64>) -> io::Result<QueueOffset> {
         let files = self.files.files();
         let size = self.files.file_size();
@@ -339,40 +377,18 @@ impl ConsumeQueue {
         }
         let mut end = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
         let mut max_phy = 0u64;
-        // The last valid unit's (phy, max_phy before it, position in its file), for the
-        // torn-page rule below.
-        let mut last: Option<(u64, u64, u64)> = None;
         'files: for f in &files[start..] {
             let mut pos = 0;
             while pos + CQ_UNIT_SIZE as u64 <= size {
                 let u = f.read(pos, CQ_UNIT_SIZE).and_then(CqUnit::decode);
                 match u {
                     Some(u) if u.is_valid() => {
-                        last = Some((u.phy_offset as u64, max_phy, pos));
                         max_phy = u.phy_offset as u64 + u.size as u64;
                         pos += CQ_UNIT_SIZE as u64;
                     }
-                    Some(u) if u == CqUnit::PRE_BLANK => {
-                        last = None;
-                        pos += CQ_UNIT_SIZE as u64;
-                    }
+                    Some(u) if u == CqUnit::PRE_BLANK => pos += CQ_UNIT_SIZE as u64,
                     _ => {
                         end = f.file_from_offset() + pos;
-                        // A unit is 20 bytes and a page 4 KiB, so some units straddle a page
-                        // boundary. If a power loss kept the first page and not the next, the
-                        // unit keeps its offset and size and loses the end of its tagsCode — it
-                        // looks valid, and re-dispatch would skip its record as already queued,
-                        // leaving a wrong tag (or, on the schedule topic, delivery time) for good.
-                        // So after a crash the last unit is dropped when it straddles a page and
-                        // its record is one re-dispatch covers: it is written again, whole. (It
-                        // may be the last of the file before: files are contiguous.)
-                        if let (Some(from), Some((phy, before, at))) = (unsynced_from, last) {
-                            let straddles = at / PAGE != (at + CQ_UNIT_SIZE as u64 - 1) / PAGE;
-                            if straddles && phy >= from {
-                                end -= CQ_UNIT_SIZE as u64;
-                                max_phy = before;
-                            }
-                        }
                         break 'files;
                     }
                 }
@@ -514,6 +530,17 @@ impl RetentionPass {
 }
 
 /// Every ConsumeQueue of the store, owner side.
+/// What a put did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Put {
+    /// Written, or a replay of what is written.
+    Written,
+    /// A replay that differed from what was written, written again (recovery repair).
+    Repaired,
+    /// Not written: the unit's file is neither there nor made ahead (`create` false).
+    NoFile,
+}
+
 pub struct ConsumeQueueStore {
     root: PathBuf,
     file_size: u64,
@@ -524,6 +551,10 @@ pub struct ConsumeQueueStore {
     /// Directories that gained a topic or queue directory since the last flush: synced by the
     /// next, before it counts any unit as on disk.
     new_dirs: Vec<PathBuf>,
+    /// Recovery after an abnormal stop: a unit put again is compared with the one written, and
+    /// rewritten if they differ ([`ConsumeQueue::repair`]); how many were.
+    repairing: bool,
+    repaired: u64,
 }
 
 impl ConsumeQueueStore {
@@ -539,6 +570,8 @@ impl ConsumeQueueStore {
             table: CqTable::default(),
             planning: Vec::new(),
             new_dirs: Vec::new(),
+            repairing: false,
+            repaired: 0,
         };
         for topic_dir in std::fs::read_dir(root)? {
             let topic_dir = topic_dir?;
@@ -631,7 +664,35 @@ impl ConsumeQueueStore {
         offset: QueueOffset,
         unit: CqUnit,
     ) -> io::Result<()> {
-        self.queue_mut(topic, queue_id)?.put(unit, offset)
+        self.put_with(topic, queue_id, offset, unit, true)
+            .map(|_| ())
+    }
+
+    fn put_with(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        unit: CqUnit,
+        create: bool,
+    ) -> io::Result<bool> {
+        let repair = self.repairing;
+        let q = self.queue_mut(topic, queue_id)?;
+        let written = q.put_with(unit, offset, create, repair)?;
+        if written == Put::Repaired {
+            self.repaired += 1;
+        }
+        Ok(written != Put::NoFile)
+    }
+
+    /// Recovery after an abnormal stop (`on`): until turned off, a unit put at a queue offset
+    /// that already holds one is compared with it and written again if they differ, instead of
+    /// being skipped as a replay — a unit can survive the stop torn (see
+    /// [`ConsumeQueue::repair`]). Only while no reader exists. Returns how many units were
+    /// rewritten since the last call.
+    pub fn set_repairing(&mut self, on: bool) -> u64 {
+        self.repairing = on;
+        std::mem::take(&mut self.repaired)
     }
 
     /// [`ConsumeQueueStore::put`] unless the unit needs a file not made yet: then nothing is
@@ -643,8 +704,7 @@ impl ConsumeQueueStore {
         offset: QueueOffset,
         unit: CqUnit,
     ) -> io::Result<bool> {
-        self.queue_mut(topic, queue_id)?
-            .put_with(unit, offset, false)
+        self.put_with(topic, queue_id, offset, unit, false)
     }
 
     /// Notes the file the unit for `offset` of `topic`/`queue_id` will need, if it is not made
@@ -1116,47 +1176,49 @@ pub(crate) mod tests {
         assert_eq!(v.unit(QueueOffset(29)), Some(unit(2900)));
     }
 
-    /// A power loss that kept one page of a ConsumeQueue file and not the next tears the unit
-    /// across the boundary: unit 204 (bytes 4080..4100) keeps its offset and size and loses the
-    /// low bytes of its tagsCode. After a crash it is dropped when its record is one re-dispatch
-    /// covers, and re-dispatch writes it whole; otherwise (a clean stop, or a record before the
-    /// unsynced start, flushed with its unit) it is kept.
+    /// A unit torn so that it still looks valid (here its tagsCode, in the middle of the queue)
+    /// is kept by the recovery scan. Put again while repairing, it is written again in place,
+    /// counted, and its file's flushed position goes back to it so the next flush writes it;
+    /// equal replays and replays without repairing change nothing.
     #[test]
-    fn after_a_crash_a_last_unit_torn_across_a_page_is_written_again() {
-        for (unsynced_from, kept) in [(Some(20_400), false), (None, true), (Some(20_500), true)] {
-            let dir = tempfile::tempdir().unwrap();
-            {
-                let mut s = ConsumeQueueStore::load(dir.path(), 20 * 500).unwrap();
-                for i in 0..300 {
-                    s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
-                }
+    fn a_replayed_unit_that_differs_is_written_again_only_while_repairing() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut s = ConsumeQueueStore::load(dir.path(), 20 * 100).unwrap();
+            for i in 0..30 {
+                s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
             }
-            let path = dir.path().join("T/0/00000000000000000000");
-            let mut raw = std::fs::read(&path).unwrap();
-            raw[4096..].fill(0);
-            std::fs::write(&path, raw).unwrap();
-            let mut s = ConsumeQueueStore::load(dir.path(), 20 * 500).unwrap();
-            s.recover_with(unsynced_from).unwrap();
-            let v = s.table().get("T", 0).unwrap();
-            let torn = CqUnit {
-                tags_code: 0,
-                ..unit(20_400)
-            };
-            if kept {
-                assert_eq!(v.max_offset(), QueueOffset(205), "{unsynced_from:?}");
-                assert_eq!(v.unit(QueueOffset(204)), Some(torn));
-                continue;
-            }
-            assert_eq!(v.max_offset(), QueueOffset(204));
-            assert_eq!(s.max_physic_offset(), 20_400);
-            s.put("T", 0, QueueOffset(204), unit(20_400)).unwrap();
-            assert_eq!(
-                v.unit(QueueOffset(204)),
-                Some(unit(20_400)),
-                "written whole"
-            );
-            assert_eq!(v.max_offset(), QueueOffset(205));
+            s.flush(0).unwrap();
         }
+        let path = dir.path().join("T/0/00000000000000000000");
+        let mut raw = std::fs::read(&path).unwrap();
+        raw[10 * 20 + 12..10 * 20 + 20].fill(0xee);
+        std::fs::write(&path, raw).unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 20 * 100).unwrap();
+        s.recover_with(Some(0)).unwrap();
+        let v = s.table().get("T", 0).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(30), "the torn unit looks valid");
+        let torn = v.unit(QueueOffset(10)).unwrap();
+        assert_ne!(torn, unit(1000));
+        // Not repairing: a replay is skipped.
+        s.put("T", 0, QueueOffset(10), unit(1000)).unwrap();
+        assert_eq!(v.unit(QueueOffset(10)), Some(torn));
+        s.set_repairing(true);
+        s.flush(0).unwrap();
+        let file = s.queue("T", 0).unwrap().files.files()[0].clone();
+        assert_eq!(file.flushed_position(), 30 * 20);
+        for i in 0..30 {
+            s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+        }
+        assert_eq!(v.unit(QueueOffset(10)), Some(unit(1000)), "written again");
+        assert_eq!(v.max_offset(), QueueOffset(30));
+        assert_eq!(file.flushed_position(), 10 * 20, "the next flush writes it");
+        assert_eq!(s.set_repairing(false), 1, "one unit differed");
+        s.flush(0).unwrap();
+        assert_eq!(file.flushed_position(), 30 * 20);
+        drop(s);
+        let raw = std::fs::read(&path).unwrap();
+        assert_eq!(raw[10 * 20..11 * 20], unit(1000).encode());
     }
 
     /// After a crash, a queue can hold files of zeros followed by a whole one (a killed

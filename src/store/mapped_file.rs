@@ -5,7 +5,8 @@
 //! while any number of readers look at it through `Arc<MappedFile>`. The owner appends at
 //! `wrote` and then *publishes* the new position with a `Release` store; readers load it with
 //! `Acquire` and never look at bytes at or beyond it. Bytes below a published position never
-//! change again (except by recovery truncation, which happens before any reader exists). That
+//! change again (except by recovery — truncation, and the repair of a torn ConsumeQueue unit,
+//! [`MappedFile::rewrite_published`] — which happens before any reader exists). That
 //! single rule is what replaces RocketMQ's put lock for readers.
 //!
 //! Three positions (spec §7.1), `wrote ≥ committed ≥ flushed`:
@@ -545,6 +546,27 @@ impl MappedFile {
             None => self.map.as_mut_ptr(),
         };
         std::slice::from_raw_parts_mut(base.add(pos as usize), len)
+    }
+
+    /// Recovery only (the owner, before readers exist): overwrites `bytes` at `pos`, below the
+    /// published write position, and lowers the flushed position to `pos` so that the next
+    /// flush writes them. For an unbuffered file (written through the mapping).
+    ///
+    /// # Safety
+    /// The caller must be the file's single owner, no reader may look at these bytes while they
+    /// change, and `[pos, pos + bytes.len())` must lie in the file.
+    pub unsafe fn rewrite_published(&self, pos: u64, bytes: &[u8]) {
+        debug_assert!(
+            self.write_buffer.get().is_none(),
+            "a buffered file is written by pwrite"
+        );
+        debug_assert!(pos + bytes.len() as u64 <= self.file_size);
+        std::ptr::copy_nonoverlapping(
+            bytes.as_ptr(),
+            self.map.as_mut_ptr().add(pos as usize),
+            bytes.len(),
+        );
+        self.flushed.fetch_min(pos, Ordering::AcqRel);
     }
 
     /// Owner only: publishes a new write position (bytes below it are now visible).

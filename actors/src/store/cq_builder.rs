@@ -451,6 +451,14 @@ impl Serve<RecoveryDone> for ConsumeQueueBuilder {
     type Reply = ();
     fn serve(&mut self, _: RecoveryDone, _: &mut Context<Metered<Self>>) {
         self.floor = None;
+        let repaired = self.cqs.set_repairing(false);
+        if repaired > 0 {
+            tracing::warn!(
+                repaired,
+                "ConsumeQueue units that differed from their CommitLog records (torn by the \
+                 abnormal stop) were written again"
+            );
+        }
         // The table names what is on disk again now, not at the next tick: a start killed in
         // between would rebuild queues that are not short.
         if let Err(e) = self.flush(0) {

@@ -694,6 +694,14 @@ impl Store {
         let view = log.view();
         let reader = StoreReader::new(view.clone(), cqs.table());
 
+        // After an abnormal stop, re-dispatch checks every unit it finds already written against
+        // its record and writes it again if it differs. The recovery scan keeps units that
+        // *look* valid, but unsynced pages can come back torn at sector granularity (a power
+        // loss) and a unit can be half-copied (a process killed in the middle of the copy):
+        // offset and size whole, tagsCode — or, on the schedule topic, the delivery time —
+        // wrong. Skipped as a replay (RocketMQ skips it), it would stay wrong for good. Ended by
+        // `RecoveryDone`; no reader exists until then.
+        cqs.set_repairing(abnormal);
         let mut arbiters = Started(Vec::new());
         let cq_arb = arbiter();
         let cq_builder = start_on(
