@@ -14,6 +14,9 @@
 //! * every record below the recovered end decodes with the body CRC checked, and nothing at or
 //!   past it is served (not by the view, not by `walk`);
 //! * after the CommitLog is cut, no ConsumeQueue unit points at or past the cut;
+//! * ConsumeQueue pages torn by 512-byte sector (units that keep their offset and size and lose
+//!   their tagsCode, or lose half their offset) end, after the recovery scan and a re-dispatch
+//!   that repairs (`ConsumeQueueStore::set_repairing`), with exactly their records' units;
 //! * a cut is final: `MappedFileQueue::truncate_dirty` zeroes the tail of the file it cuts
 //!   (`MappedFile::cut_at`), so a later recovery never reads cut records or units back, even once
 //!   new appends end on an old record boundary (`a_commit_log_cut_is_not_undone_*`,
@@ -228,8 +231,19 @@ mod tests {
     /// ConsumeQueue unit as dispatch would, and flushes everything after the first `sync_after`
     /// appends: those are the acknowledged-and-synced ones.
     fn write_store(root: &Path, file_size: u64, specs: &[Spec], sync_after: usize) -> Image {
+        write_store_with(root, file_size, specs, sync_after, CQ_FILE)
+    }
+
+    /// [`write_store`] with ConsumeQueue files of `cq_file` bytes.
+    fn write_store_with(
+        root: &Path,
+        file_size: u64,
+        specs: &[Spec],
+        sync_after: usize,
+        cq_file: u64,
+    ) -> Image {
         let mut cl = open_log(&root.join("commitlog"), file_size);
-        let mut cq = ConsumeQueueStore::load(&root.join("consumequeue"), CQ_FILE).unwrap();
+        let mut cq = ConsumeQueueStore::load(&root.join("consumequeue"), cq_file).unwrap();
         let (mut recs, mut items) = (Vec::new(), Vec::new());
         let mut synced = 0;
         let mut prev_end = 0;
@@ -1416,5 +1430,106 @@ mod tests {
             let cq = recover_cq_and_check(&img, rep.end.0);
             append_after_recovery(&img, cl, cq, rep.end.0);
         }
+    }
+
+    // ---- ConsumeQueue pages torn by sector ----
+
+    /// Tears the queues of topic `T` by `sector`: each queue's units from a point drawn from
+    /// `case` on are unsynced, and each sector holding any of them is kept or lost (zeros past
+    /// that point: what the disk held) by a draw from `case`.
+    fn tear_by_sector(img: &Image, case: u64, sector: u64) {
+        for qid in 0..2i32 {
+            let units = img.recs.iter().filter(|r| r.qid == qid).count() as u64;
+            let flushed = mix(case << 8 | qid as u64) % (units + 1);
+            let qdir = img.cq_dir().join("T").join(qid.to_string());
+            for (base, mut bytes) in disk(&qdir) {
+                let mut changed = false;
+                for (i, chunk) in bytes.chunks_mut(sector as usize).enumerate() {
+                    let at = base + i as u64 * sector;
+                    let from = (flushed * 20).max(at);
+                    let kept = mix(case << 16 | (qid as u64) << 12 | at / sector) % 2 == 0;
+                    if from >= at + chunk.len() as u64 || kept {
+                        continue;
+                    }
+                    chunk[(from - at) as usize..].fill(0);
+                    changed = true;
+                }
+                if changed {
+                    std::fs::write(qdir.join(file_name_of(base)), bytes).unwrap();
+                }
+            }
+        }
+    }
+
+    /// A power loss keeps each 512-byte sector of an unsynced page or not, independently. Every
+    /// queue's units from a random point on (its flushed count) are in such pages: a lost sector
+    /// holds what the disk had, the units before that point and zeros after. A 20-byte unit
+    /// across two sectors can then keep its offset and size and lose its tagsCode — or lose the
+    /// high half of its offset and keep the rest. Recovery scans the queues; re-dispatch, which
+    /// after an abnormal stop replays every record from the recovery start while repairing,
+    /// must leave each queue with exactly its records' units, tags included. Without repairing,
+    /// torn units that look valid survive (checked too: the tear must be able to show).
+    #[test]
+    fn consume_queue_units_torn_by_sector_are_repaired_by_redispatch() {
+        const SECTOR: u64 = 512;
+        // 60 units a file: a file spans three sectors, and units 25 and 51 straddle two.
+        const CQ_TORN_FILE: u64 = 20 * 60;
+        let mut survived_without_repair = 0;
+        for case in 0..48u64 {
+            let n = 60 + (mix(case) % 180) as usize;
+            let specs: Vec<Spec> = (0..n)
+                .map(|i| spec("T", (i % 2) as i32, 100 + (i * 37) % 300))
+                .collect();
+            // The same torn image twice (all of it is deterministic): re-dispatched without
+            // repairing, then with.
+            let mut wrong_without = 0;
+            for repairing in [false, true] {
+                let dir = image_dir(false);
+                let img = write_store_with(dir.path(), 4096, &specs, n, CQ_TORN_FILE);
+                let end = img.data_end();
+                tear_by_sector(&img, case, SECTOR);
+                let mut cq = ConsumeQueueStore::load(&img.cq_dir(), CQ_TORN_FILE).unwrap();
+                cq.recover_with(Some(0)).unwrap();
+                cq.truncate_to_phy(end).unwrap();
+                cq.set_repairing(repairing);
+                let want = |r: &Rec| {
+                    let Ok(Check::Record(v)) = record::check(&r.bytes, true) else {
+                        unreachable!("an appended record decodes")
+                    };
+                    CqUnit {
+                        phy_offset: r.start as i64,
+                        size: r.len as i32,
+                        tags_code: v.tags_code(),
+                    }
+                };
+                for r in &img.recs {
+                    cq.put(&r.topic, r.qid, QueueOffset(r.qoff), want(r))
+                        .unwrap();
+                }
+                let repaired = cq.set_repairing(false);
+                let wrong: Vec<(i32, u64)> = img
+                    .recs
+                    .iter()
+                    .filter(|r| {
+                        let q = cq.table().get(&r.topic, r.qid).unwrap();
+                        q.unit(QueueOffset(r.qoff)) != Some(want(r))
+                    })
+                    .map(|r| (r.qid, r.qoff))
+                    .collect();
+                if repairing {
+                    assert!(wrong.is_empty(), "case {case}: units {wrong:?} still wrong");
+                    check_cq(&img, &cq, end);
+                    assert_eq!(repaired, wrong_without as u64, "case {case}");
+                } else {
+                    assert_eq!(repaired, 0);
+                    wrong_without = wrong.len();
+                    survived_without_repair += wrong.len();
+                }
+            }
+        }
+        assert!(
+            survived_without_repair > 0,
+            "no torn unit looked valid in any case: the tear was never put to the test"
+        );
     }
 }
