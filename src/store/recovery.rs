@@ -1440,14 +1440,14 @@ mod tests {
     fn tear_by_sector(img: &Image, case: u64, sector: u64) {
         for qid in 0..2i32 {
             let units = img.recs.iter().filter(|r| r.qid == qid).count() as u64;
-            let flushed = mix(case << 8 | qid as u64) % (units + 1);
+            let flushed = mix((case << 8) | qid as u64) % (units + 1);
             let qdir = img.cq_dir().join("T").join(qid.to_string());
             for (base, mut bytes) in disk(&qdir) {
                 let mut changed = false;
                 for (i, chunk) in bytes.chunks_mut(sector as usize).enumerate() {
                     let at = base + i as u64 * sector;
                     let from = (flushed * 20).max(at);
-                    let kept = mix(case << 16 | (qid as u64) << 12 | at / sector) % 2 == 0;
+                    let kept = mix((case << 16) | ((qid as u64) << 12) | (at / sector)) % 2 == 0;
                     if from >= at + chunk.len() as u64 || kept {
                         continue;
                     }
