@@ -470,7 +470,7 @@ impl FlushSnap {
     }
 
     /// The `q` quantile in seconds, interpolated linearly inside its bucket (the buckets are a
-    /// factor √2 apart, so within ~20 %); past the last bound, that bound. 0 without flushes.
+    /// factor √2 apart, so within +41 % / -29 %); past the last bound, that bound. 0 without flushes.
     fn quantile(&self, q: f64) -> f64 {
         if self.count == 0 {
             return 0.0;
@@ -487,7 +487,7 @@ impl FlushSnap {
         lower
     }
 
-    /// One line for a row of `secs`: the flushes' count, p50/p99, the share of the time the disk
+    /// One line for a row of `secs`: the flushes' count, p50/p99, the share of the time the flusher
     /// spent flushing, and the mean time between one flush's end and the next one's start —
     /// together the two sides of a lock-step round (the disk, and everything else).
     fn describe(&self, secs: f64) -> String {
@@ -497,7 +497,7 @@ impl FlushSnap {
             0.0
         };
         format!(
-            "           flushes (actormq_commitlog_flush_seconds, +-20 %): {} ({:.0}/s), p50 {:.0} us \
+            "           flushes (actormq_commitlog_flush_seconds, +41/-29 %): {} ({:.0}/s), p50 {:.0} us \
              p99 {:.0} us, flushing {:.0} % of the time, {between:.0} us between flushes (mean)\n",
             self.count,
             self.count as f64 / secs.max(1e-9),

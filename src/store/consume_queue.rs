@@ -238,6 +238,10 @@ impl ConsumeQueue {
         // SAFETY: this queue is the file's only writer, and recovery runs before any reader
         // exists, so no one looks at these published bytes while they change.
         unsafe { file.rewrite_published(pos, &unit.encode()) };
+        // The queue's last unit may be the one repaired (a torn size made it end early).
+        self.max_physic_offset = self
+            .max_physic_offset
+            .max(unit.phy_offset as u64 + unit.size as u64);
         Ok(Put::Repaired)
     }
 
@@ -350,9 +354,10 @@ impl ConsumeQueue {
     /// start's cut syncs only the last one, and write-back order is the kernel's — a power loss
     /// then leaves files of zeros followed by one that is whole. So the scan also starts no later
     /// than the last file whose first unit points before `unsynced_from` (a binary search: one
-    /// unit read per step). Units that survived torn but look valid are not this scan's
-    /// business: re-dispatch checks each unit it replays and writes it again if it differs
-    /// ([`ConsumeQueueStore::set_repairing`]).
+    /// unit read per step). A valid-looking unit that starts before the previous one ends was
+    /// torn too (its offset lost): the queue ends there. Units torn in their tagsCode or size
+    /// still look right to the scan: re-dispatch checks each unit it replays and writes it again
+    /// if it differs ([`ConsumeQueueStore::set_repairing`]).
     pub fn recover_with(&mut self, unsynced_from: Option<u64>) -> io::Result<QueueOffset> {
         let files = self.files.files();
         let size = self.files.file_size();
@@ -382,6 +387,16 @@ impl ConsumeQueue {
             while pos + CQ_UNIT_SIZE as u64 <= size {
                 let u = f.read(pos, CQ_UNIT_SIZE).and_then(CqUnit::decode);
                 match u {
+                    // Units are written in CommitLog order, so each starts at or past the end of
+                    // the one before. One that does not is torn (a power loss kept the sector
+                    // with its size and tagsCode and lost the one with its offset, now zeros or
+                    // half of it): the queue ends before it, like at a zero unit, and
+                    // re-dispatch writes it again. Kept, it would point at another message —
+                    // and survive even a CommitLog cut, which only looks at the queue's end.
+                    Some(u) if u.is_valid() && (u.phy_offset as u64) < max_phy => {
+                        end = f.file_from_offset() + pos;
+                        break 'files;
+                    }
                     Some(u) if u.is_valid() => {
                         max_phy = u.phy_offset as u64 + u.size as u64;
                         pos += CQ_UNIT_SIZE as u64;
@@ -529,7 +544,6 @@ impl RetentionPass {
     }
 }
 
-/// Every ConsumeQueue of the store, owner side.
 /// What a put did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Put {
@@ -541,6 +555,7 @@ enum Put {
     NoFile,
 }
 
+/// Every ConsumeQueue of the store, owner side.
 pub struct ConsumeQueueStore {
     root: PathBuf,
     file_size: u64,
@@ -1176,6 +1191,36 @@ pub(crate) mod tests {
         assert_eq!(v.unit(QueueOffset(29)), Some(unit(2900)));
     }
 
+    /// A power loss that keeps the sector holding a unit's size and tagsCode and loses the one
+    /// holding its offset leaves a unit that looks valid and points at offset 0. Recovery ends
+    /// the queue before it (units go in CommitLog order), wherever it is: kept as the last unit,
+    /// it would hide the queue's true end from a CommitLog cut, and the units before it that
+    /// point past the cut would stay and serve other messages.
+    #[test]
+    fn a_unit_that_starts_before_the_one_before_it_ends_the_queue() {
+        for torn in [20u64, 29] {
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let mut s = ConsumeQueueStore::load(dir.path(), 20 * 100).unwrap();
+                for i in 0..30 {
+                    s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+                }
+            }
+            let path = dir.path().join("T/0/00000000000000000000");
+            let mut raw = std::fs::read(&path).unwrap();
+            raw[torn as usize * 20..torn as usize * 20 + 8].fill(0);
+            std::fs::write(&path, raw).unwrap();
+            let mut s = ConsumeQueueStore::load(dir.path(), 20 * 100).unwrap();
+            s.recover_with(Some(0)).unwrap();
+            let v = s.table().get("T", 0).unwrap();
+            assert_eq!(v.max_offset(), QueueOffset(torn), "torn at {torn}");
+            assert_eq!(s.max_physic_offset(), torn * 100);
+            // The CommitLog lost its tail from 1500 on: the queue follows.
+            s.truncate_to_phy(1500).unwrap();
+            assert_eq!(v.max_offset(), QueueOffset(15), "torn at {torn}");
+        }
+    }
+
     /// A unit torn so that it still looks valid (here its tagsCode, in the middle of the queue)
     /// is kept by the recovery scan. Put again while repairing, it is written again in place,
     /// counted, and its file's flushed position goes back to it so the next flush writes it;
@@ -1193,6 +1238,9 @@ pub(crate) mod tests {
         let path = dir.path().join("T/0/00000000000000000000");
         let mut raw = std::fs::read(&path).unwrap();
         raw[10 * 20 + 12..10 * 20 + 20].fill(0xee);
+        // The last unit's size torn smaller: it ends early, so its replay is not below the
+        // queue's physical end and takes the other replay path.
+        raw[29 * 20 + 8..29 * 20 + 12].copy_from_slice(&50i32.to_be_bytes());
         std::fs::write(&path, raw).unwrap();
         let mut s = ConsumeQueueStore::load(dir.path(), 20 * 100).unwrap();
         s.recover_with(Some(0)).unwrap();
@@ -1211,9 +1259,11 @@ pub(crate) mod tests {
             s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
         }
         assert_eq!(v.unit(QueueOffset(10)), Some(unit(1000)), "written again");
+        assert_eq!(v.unit(QueueOffset(29)), Some(unit(2900)), "written again");
+        assert_eq!(s.max_physic_offset(), 3000);
         assert_eq!(v.max_offset(), QueueOffset(30));
         assert_eq!(file.flushed_position(), 10 * 20, "the next flush writes it");
-        assert_eq!(s.set_repairing(false), 1, "one unit differed");
+        assert_eq!(s.set_repairing(false), 2, "two units differed");
         s.flush(0).unwrap();
         assert_eq!(file.flushed_position(), 30 * 20);
         drop(s);

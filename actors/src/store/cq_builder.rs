@@ -455,8 +455,9 @@ impl Serve<RecoveryDone> for ConsumeQueueBuilder {
         if repaired > 0 {
             tracing::warn!(
                 repaired,
-                "ConsumeQueue units that differed from their CommitLog records (torn by the \
-                 abnormal stop) were written again"
+                "ConsumeQueue units that differed from their CommitLog records were written \
+                 again: torn by the abnormal stop, or, on the schedule topic, made under other \
+                 delay levels (messageDelayLevel)"
             );
         }
         // The table names what is on disk again now, not at the next tick: a start killed in
