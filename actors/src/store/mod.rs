@@ -598,7 +598,8 @@ impl Store {
                 idx.mark_all_unflushed();
                 // Dispatch hands each range to both builders and waits for both: the index lags
                 // the ConsumeQueues by one range at most. Re-dispatch covers that range (from its
-                // file's start, a record boundary) whatever the checkpoint says.
+                // file's start, a record boundary) whatever the checkpoint says. (A range longer
+                // than `MAX_BATCH_BYTES` is one record, inside one file: the file of `lagged`.)
                 let cq_end = cqs.max_physic_offset();
                 let lagged = cq_end.saturating_sub(reput::MAX_BATCH_BYTES);
                 index_lag_from = Some(lagged - lagged % params.commit_log_file_size);

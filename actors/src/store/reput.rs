@@ -17,7 +17,8 @@
 //! why their messages would not reach consumers; the first batch that goes through clears it.
 //!
 //! Invariants: the dispatch position only moves forward, on record boundaries, and never past the
-//! visibility limit (the published write position; in SYNC_FLUSH the flushed position).
+//! visibility limit (the published write position; in SYNC_FLUSH the flushed position); a whole
+//! record below that limit is always dispatched, however long (one longer than a batch goes alone).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -33,7 +34,8 @@ use super::index_builder::IndexBuilder;
 use super::state::StoreState;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 
-/// Largest range handed to the builders in one message.
+/// Largest range of several records handed to the builders in one message. A single record
+/// longer than this goes alone (its range never spans two CommitLog files).
 pub(crate) const MAX_BATCH_BYTES: u64 = 4 << 20;
 /// Largest number of records handed to the builders in one message.
 const MAX_BATCH_RECORDS: usize = 8192;
@@ -179,7 +181,15 @@ impl ReputDispatcher {
             return;
         }
         let cap = PhyOffset(visible.min(from.0 + MAX_BATCH_BYTES));
-        let end = match scan_boundaries(&self.view, from, cap, MAX_BATCH_RECORDS) {
+        let scanned = match scan_boundaries(&self.view, from, cap, MAX_BATCH_RECORDS) {
+            // A record longer than the cap (a body near `maxMessageSize`, whose default is the
+            // cap itself) would never fit a range: it goes alone, up to what is visible.
+            Ok((_, 0)) if cap.0 < visible => {
+                scan_boundaries(&self.view, from, PhyOffset(visible), 1)
+            }
+            other => other,
+        };
+        let end = match scanned {
             Ok((end, _)) => end,
             Err(e) => {
                 // Never skip silently: dispatch stops here and says where and why.
