@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::format::java::tags_code;
 use crate::format::properties::{self, keys};
-use crate::format::record::{NewMessage, RecordView};
+use crate::format::record::{body_crc, NewMessage, RecordView};
 
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
@@ -59,7 +59,10 @@ pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
 
 /// The message delivered to the real topic when its time has come (spec §10): same body, flag,
 /// properties minus `DELAY`, born data and reconsume count; `WAIT=false`; topic and queue from
-/// `REAL_TOPIC` / `REAL_QID`. `None` if the record carries no real topic.
+/// `REAL_TOPIC` / `REAL_QID`. `None` if the record carries no real topic. The body CRC is
+/// computed from the body, as RocketMQ's put does, never copied: the writer trusts it, and a
+/// copied CRC of a body damaged since would put a record at the live tail that recovery's CRC
+/// check cuts the CommitLog at, with every message after it.
 pub fn message_for_delivery(r: &RecordView<'_>) -> Option<NewMessage> {
     let topic = properties::find(r.properties, keys::REAL_TOPIC)?.to_string();
     let queue_id = properties::find(r.properties, keys::REAL_QID)?
@@ -78,7 +81,7 @@ pub fn message_for_delivery(r: &RecordView<'_>) -> Option<NewMessage> {
         reconsume_times: r.reconsume_times,
         prepared_tx_offset: r.prepared_tx_offset,
         body: bytes::Bytes::copy_from_slice(r.body),
-        body_crc: r.body_crc,
+        body_crc: body_crc(r.body),
         properties: props,
     })
 }
@@ -121,6 +124,37 @@ impl DelayOffsets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::record::{check, encode_into, record_len, Check};
+
+    #[test]
+    fn a_delivery_computes_its_body_crc_from_the_body_it_carries() {
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let props = properties::encode(&[
+            (keys::DELAY, "1"),
+            (keys::REAL_TOPIC, "RealTopic"),
+            (keys::REAL_QID, "3"),
+        ]);
+        let body = bytes::Bytes::from_static(b"delayed body");
+        let m = NewMessage::new(SCHEDULE_TOPIC, 0, body, props, 1, host, host);
+        let mut buf = vec![0u8; record_len(&m)];
+        encode_into(&mut buf, &m, 0, 0, 2);
+        // The stored body damaged after its CRC was written (the check without CRC still
+        // parses it, as the delivery's read does).
+        let at = buf.windows(12).position(|w| w == b"delayed body").unwrap();
+        buf[at] ^= 0x20;
+        let Ok(Check::Record(r)) = check(&buf, false) else {
+            panic!("parses")
+        };
+        assert_ne!(
+            r.body_crc,
+            body_crc(r.body),
+            "the stored CRC no longer matches"
+        );
+        let d = message_for_delivery(&r).expect("has a real topic");
+        assert_eq!((d.topic.as_str(), d.queue_id), ("RealTopic", 3));
+        assert_eq!(d.body.as_ref(), b"Delayed body");
+        assert_eq!(d.body_crc, body_crc(b"Delayed body"));
+    }
 
     #[test]
     fn delay_offsets_json_reads_java_unquoted_keys() {

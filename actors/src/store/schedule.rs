@@ -16,7 +16,9 @@
 //! never not at all.
 //!
 //! A delivery the writer refuses (a full disk, a failing dispatch) is retried on the next tick;
-//! a stretch of refusals is logged once, then at most every 10 s with a count.
+//! a stretch of refusals is logged once, then at most every 10 s with a count. A delayed record
+//! read back with a CRC that no longer matches its body (damaged on disk) is skipped with an ERROR
+//! naming its offsets, not delivered: a record with a bad CRC is never served.
 //!
 //! Due-ness is decided by the injected clock, so tests move time instead of sleeping.
 
@@ -217,19 +219,26 @@ impl ScheduleDelivery {
                 if due > now {
                     break;
                 }
-                let msg = self
-                    .reader
-                    .record_at(PhyOffset(unit.phy_offset as u64))
-                    .and_then(|s| match record::check(s.as_bytes(), false) {
-                        Ok(Check::Record(r)) => message_for_delivery(&r),
-                        _ => None,
-                    });
+                // With its CRC checked: a body damaged on disk since it was stored is not
+                // delivered (a record with a bad CRC is never served), and is said so.
+                let phy = unit.phy_offset;
+                let msg = match self.reader.record_at(PhyOffset(phy as u64)) {
+                    Some(s) => match record::check(s.as_bytes(), true) {
+                        Ok(Check::Record(r)) => {
+                            message_for_delivery(&r).ok_or("it has no REAL_TOPIC".to_string())
+                        }
+                        Ok(Check::Blank { .. }) => Err("its unit names a blank".to_string()),
+                        Err(e) => Err(e.to_string()),
+                    },
+                    None => Err("no record at its offset (deleted by retention?)".to_string()),
+                };
                 match msg {
-                    Some(m) => out.push((level, off, m)),
-                    None => tracing::warn!(
+                    Ok(m) => out.push((level, off, m)),
+                    Err(why) => tracing::error!(
                         level,
                         offset = off.0,
-                        "delayed message unreadable or without REAL_TOPIC; skipped"
+                        phy_offset = phy,
+                        "delayed message not delivered, skipped: {why}"
                     ),
                 }
                 off = off.plus(1);
