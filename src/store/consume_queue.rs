@@ -175,7 +175,24 @@ impl ConsumeQueue {
         repair: bool,
     ) -> io::Result<Put> {
         let end = unit.phy_offset as u64 + unit.size as u64;
-        let want = offset.0 * CQ_UNIT_SIZE as u64;
+        // The builder never asks for an offset past `i64::MAX / 20` (a damaged QUEUEOFFSET);
+        // should anything else, it is refused, never wrapped into some other position.
+        let want = offset
+            .0
+            .checked_mul(CQ_UNIT_SIZE as u64)
+            .filter(|w| *w <= i64::MAX as u64)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "ConsumeQueue {}/{}: queue offset {} has no unit position (the most is {})",
+                        self.view.topic,
+                        self.view.queue_id,
+                        offset.0,
+                        i64::MAX / CQ_UNIT_SIZE as i64
+                    ),
+                )
+            })?;
         if end <= self.max_physic_offset {
             if repair && want < self.files.max_offset() {
                 return self.repair(unit, offset);
@@ -284,7 +301,10 @@ impl ConsumeQueue {
             return false;
         }
         let size = self.files.file_size();
-        let want = offset.0 * CQ_UNIT_SIZE as u64;
+        // No position, no file to plan: `put_with` refuses that unit with the reason.
+        let Some(want) = offset.0.checked_mul(CQ_UNIT_SIZE as u64) else {
+            return false;
+        };
         let from = want - want % size;
         // The first file to make: the one after the last known or planned (with none, the
         // unit's own: a queue's first file may start mid-way, as `put` makes it).
@@ -1093,6 +1113,22 @@ pub(crate) mod tests {
         s.correct_min_offsets(150);
         let q = s.queue("T", 0).unwrap().view().clone();
         assert_eq!(q.min_offset(), QueueOffset(5));
+    }
+
+    #[test]
+    fn a_queue_offset_with_no_unit_position_is_refused_not_wrapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        s.put("T", 0, QueueOffset(0), unit(0)).unwrap();
+        for bad in [u64::MAX, i64::MAX as u64 / 20 + 1] {
+            // As a damaged QUEUEOFFSET of -1 reads, and the first that overflows a Java long.
+            let e = s.put("T", 0, QueueOffset(bad), unit(100)).unwrap_err();
+            assert!(e.to_string().contains("has no unit position"), "{e}");
+            assert!(e.to_string().contains("T/0"), "{e}");
+            assert_eq!(s.table().get("T", 0).unwrap().max_offset(), QueueOffset(1));
+        }
+        s.put("T", 0, QueueOffset(1), unit(100)).unwrap();
+        assert_eq!(s.table().get("T", 0).unwrap().max_offset(), QueueOffset(2));
     }
 
     #[test]

@@ -42,7 +42,7 @@
 use std::time::Duration;
 
 use actix::prelude::*;
-use actormq_core::format::cq_unit::CqUnit;
+use actormq_core::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
 use actormq_core::format::record::sys_flag;
 use actormq_core::offset::{PhyOffset, QueueOffset};
 use actormq_core::store::commit_log::walk;
@@ -367,6 +367,9 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
 /// The ConsumeQueue unit of record `r` at `phy`, if it gets one: not for a prepared or rolled
 /// back transactional message, nor for a deleted topic's old record (a re-dispatch after a
 /// restart: it stays gone).
+/// The largest queue offset whose unit's byte position (`offset * 20`) is a Java long.
+const MAX_QUEUE_OFFSET: i64 = i64::MAX / CQ_UNIT_SIZE as i64;
+
 fn unit_of(
     phy: u64,
     r: &actormq_core::format::record::RecordView<'_>,
@@ -378,6 +381,19 @@ fn unit_of(
         return None;
     }
     if table.is_dead(r.topic, phy) {
+        return None;
+    }
+    // QUEUEOFFSET lies outside the body CRC: damaged on disk to a negative value, or to one whose
+    // unit position overflows, it names no queue position at all. Such a record is not
+    // dispatched (a damaged record is never served), and the log says which one.
+    if !(0..=MAX_QUEUE_OFFSET).contains(&r.queue_offset) {
+        tracing::error!(
+            phy_offset = phy,
+            topic = r.topic,
+            queue = r.queue_id,
+            queue_offset = r.queue_offset,
+            "CommitLog record with an impossible QUEUEOFFSET (damaged?) not dispatched"
+        );
         return None;
     }
     Some(CqUnit {
