@@ -345,6 +345,58 @@ async fn delay_level_1_message_reaches_its_real_topic_after_one_second() {
     assert!(saved.contains("\"1\":1"), "{saved}");
 }
 
+/// A delayed message whose body is damaged on disk while it waits is not delivered: it would
+/// serve a corrupt body, and its copy at the live tail would make the next CRC-checked recovery cut
+/// the CommitLog there. It is skipped; the level goes on with the next message.
+#[actix::test]
+async fn a_delayed_message_damaged_while_it_waits_is_skipped_not_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    for body in ["damaged-while-waiting", "intact-and-delivered"] {
+        store
+            .put(msg("RealTopic", 0, body.as_bytes(), &[(keys::DELAY, "1")]))
+            .await
+            .unwrap();
+    }
+    settle(&store).await;
+    // Flip one bit of the first body in the CommitLog file (the store reads it through its
+    // mapping of the same page cache).
+    let file = dir.path().join("commitlog").join(format!("{:020}", 0));
+    let bytes = std::fs::read(&file).unwrap();
+    let at = bytes
+        .windows(21)
+        .position(|w| w == b"damaged-while-waiting")
+        .unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&[bytes[at] ^ 0x01], at as u64).unwrap();
+    }
+    clock.advance_ms(1000);
+    let mut progress = None;
+    for _ in 0..500 {
+        progress = store.delay_offsets().await.unwrap().0.get(&1).copied();
+        if progress == Some(2) {
+            break;
+        }
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        progress,
+        Some(2),
+        "both units passed within the bounded wait"
+    );
+    settle(&store).await;
+    let delivered = all(&store, "RealTopic", 0);
+    assert_eq!(
+        delivered,
+        vec![(QueueOffset(0), b"intact-and-delivered".to_vec())],
+        "only the intact one reached its topic"
+    );
+    store.shutdown().await.unwrap();
+}
+
 #[actix::test]
 async fn index_query_by_keys_and_by_uniq_key() {
     let dir = tempfile::tempdir().unwrap();
@@ -1126,6 +1178,112 @@ async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpo
         1
     );
     store.shutdown().await.unwrap();
+}
+
+/// A message whose body is RocketMQ's default `maxMessageSize` (4 MiB) makes a record longer
+/// than the reput's largest multi-record range: it is dispatched alone, and the messages after
+/// it reach their queues — at once, and again by re-dispatch after an abnormal stop (before,
+/// dispatch stopped in front of it for good and such a start never finished).
+#[actix_rt::test]
+async fn a_message_at_the_default_size_limit_is_dispatched_and_so_is_everything_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let tweak = |p: &mut StoreParams| {
+        p.commit_log_file_size = 16 << 20;
+        p.max_message_size = 4 << 20;
+    };
+    let big: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        store.put(msg("Big", 0, b"before", &[])).await.unwrap();
+        let ok = store.put(msg("Big", 0, &big, &[])).await.unwrap();
+        assert_eq!(ok.status, PutStatus::PutOk);
+        store.put(msg("Big", 1, b"after", &[])).await.unwrap();
+        assert!(
+            store
+                .wait_dispatched(store.max_offset(), Duration::from_secs(20))
+                .await,
+            "dispatch passes the 4 MiB record"
+        );
+        let q0 = all(&store, "Big", 0);
+        assert_eq!(q0.len(), 2);
+        assert_eq!(q0[1], (QueueOffset(1), big.clone()));
+        assert_eq!(
+            all(&store, "Big", 1),
+            vec![(QueueOffset(0), b"after".to_vec())]
+        );
+        store.shutdown().await.unwrap();
+    }
+    // The ConsumeQueues lost and a start as after a crash: re-dispatch crosses it too.
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+    let mut p = StoreParams::for_tests(dir.path());
+    tweak(&mut p);
+    let started = tokio::time::timeout(
+        Duration::from_secs(30),
+        Store::open_with(p, Arc::new(clock.clone()), None, true),
+    )
+    .await
+    .expect("the abnormal start finishes")
+    .unwrap();
+    let q0 = all(&started, "Big", 0);
+    assert_eq!(q0.len(), 2);
+    assert_eq!(q0[1].1.len(), 4 << 20);
+    assert_eq!(
+        all(&started, "Big", 1),
+        vec![(QueueOffset(0), b"after".to_vec())]
+    );
+    started.shutdown().await.unwrap();
+}
+
+/// QUEUEOFFSET lies outside the body CRC, so a record whose offset field was damaged on disk
+/// passes recovery. Read as -1 it names no queue position: re-dispatch leaves that record out
+/// (and logs it) instead of overflowing the unit's byte position — the start finishes, the other
+/// messages are served, and the next send takes the free offset.
+#[actix_rt::test]
+async fn a_record_whose_queue_offset_was_damaged_is_not_dispatched_and_the_start_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let mut offsets = Vec::new();
+    {
+        let store = open(dir.path(), &clock, |_| {}).await;
+        for i in 0..5u32 {
+            let ok = store
+                .put(msg("Dmg", 0, format!("m{i}").as_bytes(), &[]))
+                .await
+                .unwrap();
+            offsets.push(ok.phy_offset);
+        }
+        store.shutdown().await.unwrap();
+    }
+    // The last record's QUEUEOFFSET (bytes 20..28 of the record) set to -1.
+    let file = dir.path().join("commitlog").join(format!("{:020}", 0));
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&[0xFF; 8], offsets[4].0 + 20).unwrap();
+    }
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+    let started = tokio::time::timeout(
+        Duration::from_secs(30),
+        Store::open_with(
+            StoreParams::for_tests(dir.path()),
+            Arc::new(clock.clone()),
+            None,
+            true,
+        ),
+    )
+    .await
+    .expect("the start finishes")
+    .unwrap();
+    let got: Vec<_> = all(&started, "Dmg", 0)
+        .into_iter()
+        .map(|(o, b)| (o.0, String::from_utf8(b).unwrap()))
+        .collect();
+    let want: Vec<_> = (0..4u64).map(|i| (i, format!("m{i}"))).collect();
+    assert_eq!(got, want);
+    let ok = started.put(msg("Dmg", 0, b"next", &[])).await.unwrap();
+    assert_eq!(ok.queue_offset, QueueOffset(4));
+    started.shutdown().await.unwrap();
 }
 
 /// A ConsumeQueue unit that survived an abnormal stop torn — offset and size whole, tagsCode
