@@ -41,7 +41,7 @@ use super::metadata::{self, MetaView, Metadata};
 use super::pull_hold::{PullHold, SuspendPull};
 use crate::metered::ActorRef;
 use crate::remoting::server::{ConnInfo, Handled, Processor, ProcessorFactory, Replied};
-use crate::store::coalesce::{chunks, end_of_turn, TurnBatch};
+use crate::store::coalesce::{end_of_turn, send_chunks, TurnBatch};
 use crate::store::Store;
 
 /// Broker settings the request handling needs (from `BrokerConfig`/`StoreConfig`).
@@ -122,9 +122,7 @@ impl SendBatcher {
             actix_rt::spawn(async move {
                 // One turn of the thread: SENDs decoded from other sockets in this turn join in.
                 end_of_turn().await;
-                for chunk in chunks(core.batcher.0.take()) {
-                    core.put_batch(chunk).await;
-                }
+                send_chunks(core.batcher.0.take(), |chunk| core.put_batch(chunk)).await;
             });
         }
         rx

@@ -15,9 +15,12 @@
 //! Invariants: one `TurnBatch` per thread (`!Sync`: its tasks share it through an `Rc`); at most
 //! one drain is scheduled at a time; a caller waits at most one turn for company; a drain sends
 //! at most [`MAX_BATCH`] messages per writer message, in push order. A turn with more than
-//! `MAX_BATCH` items is sent in chunks one after another (each awaited: in SYNC_FLUSH, one
-//! flush wait each), so the later chunks wait longer, and the next turn's drain may reach the
-//! writer before them; order is kept within a chunk, not across turns.
+//! `MAX_BATCH` items is sent as several writer messages at once ([`send_chunks`]: every chunk is
+//! handed over before any answer is awaited), so in SYNC_FLUSH they normally reach the writer in
+//! one burst and share one flush, rather than each waiting for the flush of the one before it.
+//! The chunks enter the writer's mailbox in push order while it has room; when it is full,
+//! waiting senders may enter in another order. Order is promised within a chunk, not across
+//! chunks or turns — as between a RocketMQ broker's connections.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -72,6 +75,19 @@ pub fn chunks<T>(mut all: Vec<T>) -> impl Iterator<Item = Vec<T>> {
     })
 }
 
+/// Sends a turn's items as writer messages of at most [`MAX_BATCH`] each (`send` stores one and
+/// resolves once it is answered) and waits for all of them. Every chunk's `send` is started (polled
+/// once, which hands it to the writer's mailbox) before any is awaited, so a later chunk does not
+/// wait for the earlier ones' answers — in SYNC_FLUSH, for their flush.
+pub async fn send_chunks<T, F, Fut>(all: Vec<T>, send: F)
+where
+    F: FnMut(Vec<T>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    // `join_all` polls its futures in order on its first poll: the mailbox sees push order.
+    futures_util::future::join_all(chunks(all).map(send)).await;
+}
+
 /// Lets every task this turn has made ready run (and push) before the drain takes the batch.
 pub async fn end_of_turn() {
     tokio::task::yield_now().await;
@@ -100,12 +116,13 @@ impl PutCoalescer {
             let me = self.clone();
             actix_rt::spawn(async move {
                 end_of_turn().await;
-                for chunk in chunks(me.batch.take()) {
+                send_chunks(me.batch.take(), |chunk| async {
                     let (msgs, replies): (Vec<_>, Vec<_>) = chunk.into_iter().unzip();
                     for (r, tx) in me.store.put_many(msgs).await.into_iter().zip(replies) {
                         let _ = tx.send(r);
                     }
-                }
+                })
+                .await;
             });
         }
         rx.await.unwrap_or_else(|_| {
@@ -120,6 +137,7 @@ impl PutCoalescer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     #[test]
     fn a_turn_is_scheduled_once_and_taken_in_push_order() {
@@ -140,5 +158,42 @@ mod tests {
         let flat: Vec<i32> = chunks((0..1_100).collect()).flatten().collect();
         assert_eq!(flat, (0..1_100).collect::<Vec<_>>());
         assert_eq!(chunks(Vec::<i32>::new()).count(), 0);
+    }
+
+    #[test]
+    fn every_chunk_of_a_turn_is_handed_over_before_any_answer_is_awaited() {
+        // Each `send` records its chunk when first polled (where `Store::put_many` hands it to
+        // the writer's mailbox) and is answered only when the test says so: a drain that
+        // awaited each chunk's answer before sending the next would have sent one chunk here.
+        let sent = Rc::new(RefCell::new(Vec::new()));
+        let answers = Rc::new(RefCell::new(Vec::new()));
+        let drain = send_chunks((0..1_100).collect::<Vec<i32>>(), |chunk| {
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let sent = sent.clone();
+            answers.borrow_mut().push(tx);
+            async move {
+                sent.borrow_mut().push(chunk);
+                let _ = rx.await;
+            }
+        });
+        let mut drain = Box::pin(drain);
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(drain.as_mut().poll(&mut cx).is_pending());
+        let lens: Vec<usize> = sent.borrow().iter().map(|c: &Vec<i32>| c.len()).collect();
+        assert_eq!(
+            lens,
+            vec![512, 512, 76],
+            "all chunks handed over, in push order"
+        );
+        let flat: Vec<i32> = sent.borrow().iter().flatten().copied().collect();
+        assert_eq!(flat, (0..1_100).collect::<Vec<_>>());
+        // The drain ends once every chunk is answered, whatever the order of the answers.
+        let txs: Vec<_> = answers.borrow_mut().drain(..).collect();
+        for tx in txs.into_iter().rev() {
+            assert!(drain.as_mut().poll(&mut cx).is_pending());
+            let _ = tx.send(());
+        }
+        assert!(drain.as_mut().poll(&mut cx).is_ready());
     }
 }
