@@ -1898,6 +1898,46 @@ async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() 
     assert!(stop.to_string().contains("flushing"), "{stop}");
 }
 
+/// Linux reports a write-back error once: the `fdatasync` after a failed one returns 0 though
+/// the pages that failed may be gone. So once a flush failed none is tried again — here the real
+/// descriptor is put back after the failure (the next `fdatasync` would succeed), and still the
+/// flushed position stays where it was and the clean stop reports the failure (the broker then
+/// keeps the abort file: the next start recovers as after a crash).
+#[actix_rt::test]
+async fn a_flush_failure_is_kept_even_when_the_next_fdatasync_would_succeed() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
+    store.put(msg("T", 0, b"kept", &[])).await.unwrap();
+    let file = store.reader().commit_log().files().last().cloned().unwrap();
+    let fd = file.as_raw_fd();
+    // SAFETY: keeps a copy of the file's descriptor, then swaps /dev/null in under its number.
+    let saved = unsafe { libc::dup(fd) };
+    assert!(saved >= 0);
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    assert!(unsafe { libc::dup2(null.as_raw_fd(), fd) } >= 0);
+    let flushed = store.flushed_offset();
+    let e = store.put(msg("T", 0, b"lost?", &[])).await.unwrap_err();
+    assert_eq!(e.status, PutStatus::ServiceNotAvailable);
+    // SAFETY: the file's own descriptor back under its number (the failure has been reported).
+    assert!(unsafe { libc::dup2(saved, fd) } >= 0);
+    unsafe { libc::close(saved) };
+    let stop = tokio::time::timeout(Duration::from_secs(20), store.shutdown())
+        .await
+        .expect("the stop ends")
+        .expect_err("the stop reports the kept flush failure");
+    assert!(stop.to_string().contains("flushing"), "{stop}");
+    assert_eq!(
+        store.flushed_offset(),
+        flushed,
+        "no later flush moved the flushed position"
+    );
+}
+
 /// ASYNC_FLUSH: the flusher's thread runs 10 nice steps below the process (its write-back bursts
 /// must not take a core from the request path); the rest of the store keeps the process's.
 #[actix_rt::test]

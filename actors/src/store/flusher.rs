@@ -28,8 +28,11 @@
 //! its committed position (see `MappedFile::flush`).
 //!
 //! Both are the only movers of the flushed position. A failed flush never moves it: waiters get
-//! the error and the store turns read-only with the reason (apache/rocketmq#3129). The checkpoint's
-//! physic timestamp is the store time captured *before* a flush that reached the whole log.
+//! the error and the store turns read-only with the reason (apache/rocketmq#3129). Nor does any
+//! later one: the first flush failure is kept and no flush is tried again (a second `fdatasync`
+//! would report success over pages the first lost), so the clean stop fails too and leaves the
+//! abort file. The checkpoint's physic timestamp is the store time captured *before* a flush that
+//! reached the whole log.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -76,6 +79,13 @@ pub struct FlushCore {
     last_checkpoint: Instant,
     disk: DiskWatch,
     commit: CommitMode,
+    /// The first failed flush, kept for good (fsyncgate): Linux reports a write-back error
+    /// once, and the next `fdatasync` of the file returns 0 while the pages that failed may be
+    /// gone. So no flush is tried again: the flushed position and the checkpoint's physic time
+    /// stay where the last good flush left them, every later flush — the clean stop's too —
+    /// returns this error, and the stop leaves the abort file for an abnormal recovery. (A failed
+    /// *commit* is not kept here: its bytes are still in the write buffer, and retrying is safe.)
+    failed: Option<(std::io::ErrorKind, String)>,
 }
 
 /// Disk-space guard (RocketMQ's `diskSpaceWarningLevelRatio`): over `warning_pct` used, the store
@@ -218,6 +228,7 @@ impl FlushCore {
             last_checkpoint: Instant::now(),
             disk,
             commit: CommitMode::Unbuffered,
+            failed: None,
         }
     }
 
@@ -231,8 +242,12 @@ impl FlushCore {
         self.disk.check(&self.state);
     }
 
-    /// Flushes the files holding unflushed bytes; returns the new flushed offset.
+    /// Flushes the files holding unflushed bytes; returns the new flushed offset. After a failed
+    /// flush, only that failure (see `failed`).
     fn flush(&mut self, least_pages: u64) -> std::io::Result<u64> {
+        if let Some((kind, reason)) = &self.failed {
+            return Err(std::io::Error::new(*kind, reason.clone()));
+        }
         // The store time of a record known to be below what this flush covers, captured first.
         let ts = match self.commit {
             CommitMode::ByCommitter => self.state.committed_ts.load(Ordering::Acquire),
@@ -256,6 +271,7 @@ impl FlushCore {
                 Err(e) => {
                     let reason = format!("flushing {} failed: {e}", f.path().display());
                     self.state.set_read_only(reason.clone());
+                    self.failed = Some((e.kind(), reason.clone()));
                     return Err(std::io::Error::new(e.kind(), reason));
                 }
             };
