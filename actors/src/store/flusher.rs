@@ -590,9 +590,18 @@ impl Waiters {
         n
     }
 
-    /// Answers every waiter whose end is at or below `flushed`; returns how many messages.
-    fn flushed(&mut self, flushed: u64) -> u64 {
-        self.answer(|w| w.end <= flushed, FlushOutcome::Flushed)
+    /// Answers every waiter whose end is at or below `flushed`, after telling `count` how many
+    /// messages that is: a producer that reads the counters once answered finds itself in them.
+    fn flushed(&mut self, flushed: u64, count: impl FnOnce(u64)) {
+        let due = |w: &FlushUpTo| w.end <= flushed;
+        count(
+            self.list
+                .iter()
+                .filter(|w| due(w))
+                .map(|w| u64::from(w.msgs))
+                .sum(),
+        );
+        self.answer(due, FlushOutcome::Flushed);
     }
 
     /// The flush failed: every waiter gets the reason.
@@ -674,12 +683,11 @@ impl GroupCommitter {
         let before = self.core.state.flushed();
         match self.core.flush(0) {
             Ok(flushed) => {
-                let done = self.waiters.flushed(flushed);
                 let st = &self.core.state;
-                st.group_flushes
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                st.group_messages
-                    .fetch_add(done, std::sync::atomic::Ordering::Relaxed);
+                self.waiters.flushed(flushed, |done| {
+                    st.group_flushes.fetch_add(1, Ordering::Relaxed);
+                    st.group_messages.fetch_add(done, Ordering::Relaxed);
+                });
                 let bytes = flushed.saturating_sub(before);
                 if let Some(z) = self
                     .zeroer
@@ -742,6 +750,10 @@ impl Serve<FlushWaits> for GroupCommitter {
         let read_only = self.core.state.read_only.load_full();
         for w in m.0 {
             if flushed >= w.end {
+                // A timed flush covered it before its wait arrived: answered, and counted.
+                let st = &self.core.state;
+                st.group_messages
+                    .fetch_add(u64::from(w.msgs), Ordering::Relaxed);
                 w.reply.answer(FlushOutcome::Flushed);
             } else if let Some(r) = &read_only {
                 // The reason names what failed (a flush or a commit).
@@ -873,16 +885,21 @@ mod tests {
                 reply: r.clone(),
             });
         }
+        let mut counted = 0;
+        w.flushed(250, |n| {
+            assert!(log.lock().unwrap().is_empty(), "counted before any answer");
+            counted = n;
+        });
         assert_eq!(
-            w.flushed(250),
-            3,
+            counted, 3,
             "ends 100 and 200 are on disk: their 1 + 2 messages"
         );
         assert!(
             replies[2].1.answer(FlushOutcome::TimedOut),
             "the writer's timeout answers 300 first"
         );
-        assert_eq!(w.flushed(300), 3, "300 is covered and leaves the list");
+        w.flushed(300, |n| counted = n);
+        assert_eq!(counted, 3, "300 is covered and leaves the list");
         w.fail("flushing 000… failed: EIO");
         assert!(w.is_empty());
         assert!(!replies[3].1.answer(FlushOutcome::Flushed), "answered once");

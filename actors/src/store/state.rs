@@ -39,8 +39,10 @@ pub struct StoreState {
     /// Set by `Store::shutdown` before it flushes: appends after this point are refused, so the
     /// final flush and dispatch cover everything that was acknowledged.
     pub stopping: ArcSwapOption<String>,
-    /// GroupCommitter: flushes that answered waiters, and how many waiting messages they answered
-    /// (the mean group-commit batch is their ratio; a batch of SENDs is one waiter, many messages).
+    /// GroupCommitter: flushes that answered waiters, and how many waiting messages were answered
+    /// as flushed (the mean group-commit batch is their ratio; a batch of SENDs is one waiter, many
+    /// messages) — also those a timed flush had covered before their wait arrived. Counted before
+    /// the answers go out.
     pub group_flushes: AtomicU64,
     pub group_messages: AtomicU64,
     /// Flusher / GroupCommitter: how long each CommitLog flush that wrote something took.
