@@ -1898,6 +1898,50 @@ async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() 
     assert!(stop.to_string().contains("flushing"), "{stop}");
 }
 
+/// SYNC_FLUSH: a message sent with `WAIT=false` appended in the same batch as one that waits
+/// is answered as stored, whatever that other message's flush does — here it fails, and the
+/// waiting message alone is refused (before, both were: the batch had one reply, and a producer
+/// retrying its refused `WAIT=false` message would have stored it twice).
+#[actix_rt::test]
+async fn a_message_that_does_not_wait_never_takes_the_outcome_of_another_messages_flush() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
+    store.put(msg("T", 0, b"first", &[])).await.unwrap();
+    let file = store.reader().commit_log().files().last().cloned().unwrap();
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    // SAFETY: swaps the file's descriptor for /dev/null's: the next fdatasync fails.
+    assert!(unsafe { libc::dup2(null.as_raw_fd(), file.as_raw_fd()) } >= 0);
+    let r = store
+        .put_many(vec![
+            msg("T", 0, b"waits", &[]),
+            msg("T", 1, b"does not wait", &[(keys::WAIT, "false")]),
+            msg("T", 0, b"waits too", &[(keys::WAIT, "true")]),
+        ])
+        .await;
+    assert_eq!(r.len(), 3);
+    assert_eq!(
+        r[0].as_ref().unwrap_err().status,
+        PutStatus::ServiceNotAvailable
+    );
+    let ok = r[1]
+        .as_ref()
+        .expect("stored, and not waiting for the flush");
+    assert_eq!(
+        (ok.status, ok.queue_offset),
+        (PutStatus::PutOk, QueueOffset(0))
+    );
+    assert_eq!(
+        r[2].as_ref().unwrap_err().status,
+        PutStatus::ServiceNotAvailable
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(20), store.shutdown()).await;
+}
+
 /// Linux reports a write-back error once: the `fdatasync` after a failed one returns 0 though
 /// the pages that failed may be gone. So once a flush failed none is tried again — here the real
 /// descriptor is put back after the failure (the next `fdatasync` would succeed), and still the

@@ -122,7 +122,8 @@ impl SendBatcher {
             actix_rt::spawn(async move {
                 // One turn of the thread: SENDs decoded from other sockets in this turn join in.
                 end_of_turn().await;
-                send_chunks(core.batcher.0.take(), |chunk| core.put_batch(chunk)).await;
+                let waits = |p: &PendingSend| crate::store::writer::waits(&p.msg);
+                send_chunks(core.batcher.0.take(), waits, |chunk| core.put_batch(chunk)).await;
             });
         }
         rx

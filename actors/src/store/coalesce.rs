@@ -19,7 +19,9 @@
 //! handed over before any answer is awaited), so in SYNC_FLUSH they normally reach the writer in
 //! one burst and share one flush, rather than each waiting for the flush of the one before it.
 //! The chunks enter the writer's mailbox in push order while it has room; when it is full,
-//! waiting senders may enter in another order. Order is promised within a chunk, not across
+//! waiting senders may enter in another order. Messages that do not wait for a flush
+//! (`WAIT=false`) go in chunks of their own, ahead of the others: the writer answers a chunk as a
+//! whole, after its flush if any message in it waits. Order is promised within a chunk, not across
 //! chunks or turns — as between a RocketMQ broker's connections.
 
 use std::cell::{Cell, RefCell};
@@ -78,14 +80,22 @@ pub fn chunks<T>(mut all: Vec<T>) -> impl Iterator<Item = Vec<T>> {
 /// Sends a turn's items as writer messages of at most [`MAX_BATCH`] each (`send` stores one and
 /// resolves once it is answered) and waits for all of them. Every chunk's `send` is started (polled
 /// once, which hands it to the writer's mailbox) before any is awaited, so a later chunk does not
-/// wait for the earlier ones' answers — in SYNC_FLUSH, for their flush.
-pub async fn send_chunks<T, F, Fut>(all: Vec<T>, send: F)
+/// wait for the earlier ones' answers — in SYNC_FLUSH, for their flush. Items that do not wait
+/// for a flush (`waits` false: `WAIT=false`) go in chunks of their own, first: the writer answers
+/// a chunk as a whole, after the flush if any of its messages waits.
+pub async fn send_chunks<T, F, Fut>(all: Vec<T>, waits: impl Fn(&T) -> bool, send: F)
 where
     F: FnMut(Vec<T>) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     // `join_all` polls its futures in order on its first poll: the mailbox sees push order.
-    futures_util::future::join_all(chunks(all).map(send)).await;
+    let waiting = all.iter().filter(|t| waits(t)).count();
+    if waiting == 0 || waiting == all.len() {
+        futures_util::future::join_all(chunks(all).map(send)).await;
+    } else {
+        let (later, now): (Vec<T>, Vec<T>) = all.into_iter().partition(|t| waits(t));
+        futures_util::future::join_all(chunks(now).chain(chunks(later)).map(send)).await;
+    }
 }
 
 /// Lets every task this turn has made ready run (and push) before the drain takes the batch.
@@ -116,7 +126,8 @@ impl PutCoalescer {
             let me = self.clone();
             actix_rt::spawn(async move {
                 end_of_turn().await;
-                send_chunks(me.batch.take(), |chunk| async {
+                let waits = |(m, _): &(NewMessage, Reply)| super::writer::waits(m);
+                send_chunks(me.batch.take(), waits, |chunk| async {
                     let (msgs, replies): (Vec<_>, Vec<_>) = chunk.into_iter().unzip();
                     for (r, tx) in me.store.put_many(msgs).await.into_iter().zip(replies) {
                         let _ = tx.send(r);
@@ -167,15 +178,19 @@ mod tests {
         // awaited each chunk's answer before sending the next would have sent one chunk here.
         let sent = Rc::new(RefCell::new(Vec::new()));
         let answers = Rc::new(RefCell::new(Vec::new()));
-        let drain = send_chunks((0..1_100).collect::<Vec<i32>>(), |chunk| {
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let sent = sent.clone();
-            answers.borrow_mut().push(tx);
-            async move {
-                sent.borrow_mut().push(chunk);
-                let _ = rx.await;
-            }
-        });
+        let drain = send_chunks(
+            (0..1_100).collect::<Vec<i32>>(),
+            |_| true,
+            |chunk| {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let sent = sent.clone();
+                answers.borrow_mut().push(tx);
+                async move {
+                    sent.borrow_mut().push(chunk);
+                    let _ = rx.await;
+                }
+            },
+        );
         let mut drain = Box::pin(drain);
         let waker = futures_util::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);
@@ -195,5 +210,43 @@ mod tests {
             let _ = tx.send(());
         }
         assert!(drain.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn items_that_do_not_wait_go_first_in_chunks_of_their_own() {
+        let sent = RefCell::new(Vec::new());
+        // Odd items "wait": 550 of them (two chunks), 550 that do not (two chunks, sent first).
+        let drain = send_chunks(
+            (0..1_100).collect::<Vec<i32>>(),
+            |i| i % 2 == 1,
+            |chunk| {
+                sent.borrow_mut().push(chunk);
+                async {}
+            },
+        );
+        futures_util::FutureExt::now_or_never(drain).expect("nothing to wait for");
+        let sent = sent.into_inner();
+        let lens: Vec<usize> = sent.iter().map(Vec::len).collect();
+        assert_eq!(lens, vec![512, 38, 512, 38]);
+        assert!(sent[..2].iter().flatten().all(|i| i % 2 == 0));
+        assert!(sent[2..].iter().flatten().all(|i| i % 2 == 1));
+        let evens: Vec<i32> = sent[..2].iter().flatten().copied().collect();
+        assert_eq!(
+            evens,
+            (0..1_100).step_by(2).collect::<Vec<_>>(),
+            "push order kept"
+        );
+        // All waiting, or none: one run of chunks, as before.
+        let n = std::cell::Cell::new(0);
+        let all = send_chunks(
+            vec![1, 3, 5],
+            |i| i % 2 == 1,
+            |c| {
+                n.set(n.get() + c.len());
+                async {}
+            },
+        );
+        futures_util::FutureExt::now_or_never(all).unwrap();
+        assert_eq!(n.get(), 3);
     }
 }

@@ -1122,7 +1122,13 @@ impl Store {
             .map_err(unavailable)?
     }
 
-    /// Many independent producer messages in one writer mailbox message.
+    /// Many independent producer messages in one writer mailbox message — two in SYNC_FLUSH when
+    /// some carry `WAIT=false` and others wait: the writer answers an `AppendBatch` as a whole, so
+    /// a message that does not wait must not share one with a message whose flush it would then
+    /// wait for, and whose outcome (FLUSH_DISK_TIMEOUT, a failed flush) it would be given. Both
+    /// are handed over before either is awaited, those that do not wait first; this returns once
+    /// both are answered (the broker's and the bench's batchers split a turn that way already, so
+    /// that a `WAIT=false` reply is not held back by the flush).
     pub async fn put_many(&self, msgs: Vec<NewMessage>) -> Vec<Result<AppendOk, PutError>> {
         let n = msgs.len();
         let mut early: Vec<Option<PutError>> = Vec::with_capacity(n);
@@ -1137,9 +1143,40 @@ impl Store {
                 Err(e) => early.push(Some(e)),
             }
         }
-        let mut results = match self.writer.send(AppendBatch(pass)).await {
-            Ok(r) => r.into_iter(),
-            Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
+        let waiting = pass.iter().filter(|m| writer::waits(m)).count();
+        let mut results = if self.params.sync_flush && waiting > 0 && waiting < pass.len() {
+            let count = pass.len();
+            let (now, later): (Vec<_>, Vec<_>) = pass
+                .into_iter()
+                .enumerate()
+                .partition(|(_, m)| !writer::waits(m));
+            let (now_at, now): (Vec<usize>, Vec<NewMessage>) = now.into_iter().unzip();
+            let (later_at, later): (Vec<usize>, Vec<NewMessage>) = later.into_iter().unzip();
+            let (a, b) = tokio::join!(
+                self.writer.send(AppendBatch(now)),
+                self.writer.send(AppendBatch(later))
+            );
+            let mut slots: Vec<Option<Result<AppendOk, PutError>>> =
+                (0..count).map(|_| None).collect();
+            for (at, answer) in [(now_at, a), (later_at, b)] {
+                match answer {
+                    Ok(r) => at.into_iter().zip(r).for_each(|(i, r)| slots[i] = Some(r)),
+                    Err(e) => at
+                        .into_iter()
+                        .for_each(|i| slots[i] = Some(Err(unavailable(e)))),
+                }
+            }
+            let missing = || Err(PutError::new(PutStatus::UnknownError, "missing reply"));
+            slots
+                .into_iter()
+                .map(|s| s.unwrap_or_else(missing))
+                .collect::<Vec<_>>()
+                .into_iter()
+        } else {
+            match self.writer.send(AppendBatch(pass)).await {
+                Ok(r) => r.into_iter(),
+                Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
+            }
         };
         early
             .into_iter()

@@ -154,7 +154,9 @@ impl Message for AppendMessage {
     type Result = Result<AppendOk, PutError>;
 }
 
-/// Many independent messages appended in order in one mailbox message.
+/// Many independent messages appended in order in one mailbox message. In SYNC_FLUSH its reply is
+/// sent once: after the flush if any of them waits, and that flush's outcome applies to all —
+/// so the messages of one batch should all wait or none (`Store::put_many` splits a mix).
 pub struct AppendBatch(pub Vec<NewMessage>);
 impl Message for AppendBatch {
     type Result = Vec<Result<AppendOk, PutError>>;
@@ -242,7 +244,7 @@ pub struct CommitLogWriter {
 const TIMEOUT_TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// `WAIT` absent or "true": the producer wants the reply after the flush (SYNC_FLUSH).
-fn waits(m: &NewMessage) -> bool {
+pub(crate) fn waits(m: &NewMessage) -> bool {
     properties::find(&m.properties, keys::WAIT) != Some("false")
 }
 
