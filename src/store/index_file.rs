@@ -694,6 +694,13 @@ impl IndexStore {
             .iter()
             .map(|n| IndexFile::open(&dir.join(n), slot_num, index_num).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
+        // The last file takes new entries, anywhere in it (hash slots): a RocketMQ store's index
+        // files are sparse, and a write into a hole on a full disk is a SIGBUS, so its blocks are
+        // reserved now (one syscall for a file this store made, which has them).
+        if let Some(last) = files.last() {
+            allocate(&last._file, file_size(slot_num, index_num))
+                .map_err(io_err(&last.path, "reserve the blocks (a sparse file) of"))?;
+        }
         let published = Arc::new(ArcSwap::from_pointee(files.clone()));
         Ok(IndexStore {
             dir: dir.to_path_buf(),
@@ -1033,6 +1040,33 @@ mod tests {
             index_key_hash(&["T#k1"]),
             crate::format::java::java_string_hash("T#k1").abs()
         );
+    }
+
+    /// A RocketMQ store's index files are sparse: the last, which takes new entries anywhere in
+    /// it, gets its blocks when the store opens; older ones are only read and stay as they are.
+    #[test]
+    fn the_last_index_file_of_a_sparse_store_gets_its_blocks_at_open() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let size = file_size(SLOTS, ENTRIES);
+        let names = ["20240101000000000", "20240102000000000"];
+        for name in names {
+            // A valid empty header (all zero) and nothing else allocated.
+            std::fs::File::create(dir.path().join(name))
+                .unwrap()
+                .set_len(size)
+                .unwrap();
+        }
+        let blocks = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().blocks() * 512;
+        assert_eq!((blocks(names[0]), blocks(names[1])), (0, 0));
+        let s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        assert_eq!(s.files().len(), 2);
+        assert!(
+            blocks(names[1]) >= size,
+            "the last file: {}",
+            blocks(names[1])
+        );
+        assert_eq!(blocks(names[0]), 0, "an older file is left sparse");
     }
 
     #[test]

@@ -276,6 +276,12 @@ impl MappedFile {
         }
     }
 
+    /// Reserves every block of the file not yet allocated (`posix_fallocate`; nothing to do for a
+    /// file this store made). For an existing file that writes will go on in.
+    pub fn allocate_blocks(&self) -> io::Result<()> {
+        allocate(&self._file, self.file_size)
+    }
+
     /// Maps an existing file. Its length must equal `file_size` (RocketMQ refuses to start
     /// otherwise). Positions start at 0; recovery sets them.
     pub fn open(path: &Path, file_size: u64) -> io::Result<MappedFile> {

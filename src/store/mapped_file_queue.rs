@@ -90,6 +90,23 @@ impl MappedFileQueue {
                 ));
             }
         }
+        // The last file is the one appends go on in. Ours are fully allocated when made, but a
+        // RocketMQ store's are sparse (it maps without allocating): a write through the mapping
+        // into a hole on a full disk is a SIGBUS, not an error. Reserving the blocks here costs
+        // one syscall on a file that has them.
+        if let Some(last) = files.last() {
+            last.allocate_blocks().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: reserving the blocks of this file, which appends continue in, \
+                         failed: {e} (a sparse file, as RocketMQ leaves them, cannot be written \
+                         through its mapping safely without them; free space and start again)",
+                        last.path().display()
+                    ),
+                )
+            })?;
+        }
         Ok(MappedFileQueue {
             dir: dir.to_path_buf(),
             file_size,
@@ -400,6 +417,37 @@ mod tests {
         let cur = f.wrote_position();
         unsafe { f.write_slice(cur, (upto - cur) as usize).fill(7) };
         f.publish_wrote(upto);
+    }
+
+    /// A RocketMQ store's files are sparse past what was written (it maps them without
+    /// allocating): the last one, which appends continue in, gets its blocks at load; the
+    /// others are only read and are left as they are.
+    #[test]
+    fn the_last_file_of_a_sparse_store_gets_its_blocks_at_load() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let size = 1u64 << 20;
+        for from in [0, size] {
+            let f = std::fs::File::create(dir.path().join(format!("{from:020}"))).unwrap();
+            f.set_len(size).unwrap();
+        }
+        let allocated = |from: u64| {
+            let m = std::fs::metadata(dir.path().join(format!("{from:020}"))).unwrap();
+            m.blocks() * 512
+        };
+        assert_eq!(
+            (allocated(0), allocated(size)),
+            (0, 0),
+            "sparse to begin with"
+        );
+        let q = MappedFileQueue::load(dir.path(), size).unwrap();
+        assert_eq!(q.files().len(), 2);
+        assert!(
+            allocated(size) >= size,
+            "the last file: {}",
+            allocated(size)
+        );
+        assert_eq!(allocated(0), 0, "an older file is left sparse");
     }
 
     #[test]
