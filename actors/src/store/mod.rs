@@ -784,11 +784,21 @@ impl Store {
             tokio::time::sleep(Duration::from_millis(1)).await;
             waited += 1;
             if waited % 10_000 == 0 {
-                tracing::info!(
-                    dispatched = state.dispatched.load(Ordering::Acquire),
-                    end = rec.end.0,
-                    "waiting for dispatch to catch up"
-                );
+                let dispatched = state.dispatched.load(Ordering::Acquire);
+                // A dispatch that keeps failing (a full ConsumeQueue disk, an unreadable record)
+                // holds the start here, as RocketMQ's does: the line says why.
+                match state.dispatch_failing.load_full() {
+                    Some(why) => tracing::warn!(
+                        dispatched,
+                        end = rec.end.0,
+                        "waiting for dispatch to catch up; it is failing: {why}"
+                    ),
+                    None => tracing::info!(
+                        dispatched,
+                        end = rec.end.0,
+                        "waiting for dispatch to catch up"
+                    ),
+                }
             }
         }
         let dispatch_ms = dispatch_started.elapsed().as_millis() as u64;
