@@ -347,45 +347,65 @@ async fn delay_level_1_message_reaches_its_real_topic_after_one_second() {
 
 /// A delayed message whose body is damaged on disk while it waits is not delivered: it would
 /// serve a corrupt body, and its copy at the live tail would make the next CRC-checked recovery cut
-/// the CommitLog there. It is skipped; the level goes on with the next message.
+/// the CommitLog there. It is skipped, and its level's progress passes over it — with a message
+/// after it (level 1) and without one (level 2: it must not be read again every tick).
 #[actix::test]
 async fn a_delayed_message_damaged_while_it_waits_is_skipped_not_delivered() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
-    for body in ["damaged-while-waiting", "intact-and-delivered"] {
+    for (body, level) in [
+        ("damaged-while-waiting", "1"),
+        ("intact-and-delivered", "1"),
+        ("damaged-and-the-last", "2"),
+    ] {
         store
-            .put(msg("RealTopic", 0, body.as_bytes(), &[(keys::DELAY, "1")]))
+            .put(msg(
+                "RealTopic",
+                0,
+                body.as_bytes(),
+                &[(keys::DELAY, level)],
+            ))
             .await
             .unwrap();
     }
     settle(&store).await;
-    // Flip one bit of the first body in the CommitLog file (the store reads it through its
+    // Flip one bit of each damaged body in the CommitLog file (the store reads it through its
     // mapping of the same page cache).
     let file = dir.path().join("commitlog").join(format!("{:020}", 0));
     let bytes = std::fs::read(&file).unwrap();
-    let at = bytes
-        .windows(21)
-        .position(|w| w == b"damaged-while-waiting")
-        .unwrap();
-    {
+    for body in [&b"damaged-while-waiting"[..], b"damaged-and-the-last"] {
+        let at = bytes.windows(body.len()).position(|w| w == body).unwrap();
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
         f.write_all_at(&[bytes[at] ^ 0x01], at as u64).unwrap();
     }
-    clock.advance_ms(1000);
-    let mut progress = None;
-    for _ in 0..500 {
-        progress = store.delay_offsets().await.unwrap().0.get(&1).copied();
-        if progress == Some(2) {
-            break;
+    // Level 1 (1 s) is due first, with a message after the damaged one; then level 2 (5 s),
+    // alone in its tick with nothing to deliver.
+    // (level 1, level 2) progress; a level not yet in the table is at 0.
+    let progress = |want: (u64, u64)| {
+        let store = &store;
+        async move {
+            let mut got = (0, 0);
+            for _ in 0..500 {
+                let o = store.delay_offsets().await.unwrap().0;
+                let at = |l| o.get(&l).copied().unwrap_or(0);
+                got = (at(1), at(2));
+                if got == want {
+                    break;
+                }
+                actix_rt::time::sleep(Duration::from_millis(10)).await;
+            }
+            got
         }
-        actix_rt::time::sleep(Duration::from_millis(10)).await;
-    }
+    };
+    clock.advance_ms(1000);
+    assert_eq!(progress((2, 0)).await, (2, 0), "level 1 passed both units");
+    clock.advance_ms(4000);
     assert_eq!(
-        progress,
-        Some(2),
-        "both units passed within the bounded wait"
+        progress((2, 1)).await,
+        (2, 1),
+        "level 2 passed its only unit"
     );
     settle(&store).await;
     let delivered = all(&store, "RealTopic", 0);

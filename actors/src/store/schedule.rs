@@ -195,8 +195,9 @@ impl ScheduleDelivery {
         crate::fsutil::write_atomically(&self.path, durable.to_json().as_bytes())
     }
 
-    /// Collects due messages of every level, in level order, from the recorded progress.
-    fn collect_due(&self) -> Vec<(usize, QueueOffset, record::NewMessage)> {
+    /// Collects due messages of every level, in level order, from the recorded progress; `None`
+    /// for a unit whose message cannot be delivered (said in the log), which progress passes over.
+    fn collect_due(&self) -> Vec<(usize, QueueOffset, Option<record::NewMessage>)> {
         let now = self.clock.now_ms();
         let mut out = Vec::new();
         for (i, delay) in self.levels_ms.iter().enumerate() {
@@ -233,13 +234,16 @@ impl ScheduleDelivery {
                     None => Err("no record at its offset (deleted by retention?)".to_string()),
                 };
                 match msg {
-                    Ok(m) => out.push((level, off, m)),
-                    Err(why) => tracing::error!(
-                        level,
-                        offset = off.0,
-                        phy_offset = phy,
-                        "delayed message not delivered, skipped: {why}"
-                    ),
+                    Ok(m) => out.push((level, off, Some(m))),
+                    Err(why) => {
+                        tracing::error!(
+                            level,
+                            offset = off.0,
+                            phy_offset = phy,
+                            "delayed message not delivered, skipped: {why}"
+                        );
+                        out.push((level, off, None));
+                    }
                 }
                 off = off.plus(1);
             }
@@ -255,8 +259,21 @@ impl ScheduleDelivery {
         if due.is_empty() {
             return;
         }
+        let mut meta = Vec::with_capacity(due.len());
+        let mut msgs = Vec::with_capacity(due.len());
+        for (level, off, m) in due {
+            meta.push((level, off, m.is_some()));
+            msgs.extend(m);
+        }
+        if msgs.is_empty() {
+            // Only skipped units: passed over, so that a level whose last message cannot be
+            // delivered does not read (and report) it again on every tick.
+            for (level, off, _) in meta {
+                self.inner_offsets_set(level, off.0 + 1);
+            }
+            return;
+        }
         self.busy = true;
-        let (meta, msgs): (Vec<_>, Vec<_>) = due.into_iter().map(|(l, o, m)| ((l, o), m)).unzip();
         let writer = self.writer.clone();
         let fut = async move { writer.send(AppendBatch(msgs)).await };
         ctx.wait(
@@ -269,21 +286,29 @@ impl ScheduleDelivery {
                     );
                     return;
                 };
-                // Progress per level advances over the accepted prefix only, keeping order.
+                // Progress per level advances over the accepted (or skipped) prefix only,
+                // keeping order.
                 let mut blocked = std::collections::HashSet::new();
-                for ((level, off), r) in meta.into_iter().zip(results) {
+                let mut results = results.into_iter();
+                for (level, off, sent) in meta {
+                    let r = sent.then(|| results.next());
                     if blocked.contains(&level) {
                         continue;
                     }
                     match r {
-                        Ok(ok) => {
+                        None => act.inner_offsets_set(level, off.0 + 1),
+                        Some(Some(Ok(ok))) => {
                             act.refusals.delivered();
                             act.inner_offsets_set(level, off.0 + 1);
                             act.delivered_end =
                                 act.delivered_end.max(ok.phy_offset.0 + ok.wrote_bytes);
                         }
-                        Err(e) => {
+                        Some(Some(Err(e))) => {
                             act.refusals.refused(level, off.0, &e);
+                            blocked.insert(level);
+                        }
+                        Some(None) => {
+                            tracing::warn!(level, "the writer answered fewer deliveries than sent");
                             blocked.insert(level);
                         }
                     }
