@@ -627,6 +627,8 @@ impl CommitLog {
             .unwrap_or(0);
         report.truncated_bytes = old_max.saturating_sub(process);
         self.files.truncate_dirty(process)?;
+        // The file the writer resumes in, now that the files past the end are gone.
+        self.files.reserve_last()?;
         if let Some(last) = self.files.last() {
             // The writer resumes in the last file: no read-around where it will append.
             last.advise_filling(process.saturating_sub(last.file_from_offset()));
@@ -794,6 +796,42 @@ pub(crate) mod tests {
             },
             files,
         )
+    }
+
+    /// A RocketMQ store left by a crash: its files are sparse, and the next file was made ahead,
+    /// empty. Recovery deletes that one, and reserves the blocks of the file the writer resumes
+    /// in — not of the one it deletes (which on a nearly full disk could fail the start, or use
+    /// up the space the resumed file needs).
+    #[test]
+    fn recovery_reserves_the_blocks_of_the_file_the_writer_resumes_in() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let dir = tempfile::tempdir().unwrap();
+        let size = 1u64 << 16;
+        let m = msg("T", 0, 100);
+        let mut rec = vec![0u8; record::record_len(&m)];
+        record::encode_into(&mut rec, &m, 0, 0, 1);
+        for from in [0, size] {
+            let f = std::fs::File::create(dir.path().join(format!("{from:020}"))).unwrap();
+            f.set_len(size).unwrap();
+            if from == 0 {
+                f.write_all_at(&rec, 0).unwrap();
+            }
+        }
+        let blocks = |from: u64| {
+            std::fs::metadata(dir.path().join(format!("{from:020}")))
+                .map(|m| m.blocks() * 512)
+                .ok()
+        };
+        assert!(blocks(0).unwrap() < size, "sparse to begin with");
+        let mut cl = log(dir.path(), size);
+        let report = cl.recover(true, None, |_, _| {}).unwrap();
+        assert_eq!(report.end.0, rec.len() as u64);
+        assert_eq!(blocks(size), None, "the empty next file is gone");
+        assert!(
+            blocks(0).unwrap() >= size,
+            "the resumed file: {:?}",
+            blocks(0)
+        );
     }
 
     #[test]

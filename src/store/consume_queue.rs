@@ -652,6 +652,9 @@ impl ConsumeQueueStore {
                 e
             }
         })?;
+        // RocketMQ makes ConsumeQueue files on demand: the last one on disk is the one units go on
+        // in (see `MappedFileQueue::reserve_last`).
+        files.reserve_last()?;
         if new_topic && !self.new_dirs.contains(&self.root) {
             self.new_dirs.push(self.root.clone());
         }

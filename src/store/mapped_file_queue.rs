@@ -90,27 +90,33 @@ impl MappedFileQueue {
                 ));
             }
         }
-        // The last file is the one appends go on in. Ours are fully allocated when made, but a
-        // RocketMQ store's are sparse (it maps without allocating): a write through the mapping
-        // into a hole on a full disk is a SIGBUS, not an error. Reserving the blocks here costs
-        // one syscall on a file that has them.
-        if let Some(last) = files.last() {
-            last.allocate_blocks().map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "{}: reserving the blocks of this file, which appends continue in, \
-                         failed: {e} (a sparse file, as RocketMQ leaves them, cannot be written \
-                         through its mapping safely without them; free space and start again)",
-                        last.path().display()
-                    ),
-                )
-            })?;
-        }
         Ok(MappedFileQueue {
             dir: dir.to_path_buf(),
             file_size,
             files: Arc::new(ArcSwap::from_pointee(files)),
+        })
+    }
+
+    /// Reserves the blocks of the last file, the one appends continue in. Ours are fully
+    /// allocated when made, but a RocketMQ store's are sparse (it maps without allocating), and a
+    /// write through the mapping into a hole on a full disk is a SIGBUS, not an error. One cheap
+    /// syscall for a file that has its blocks. Called once the queue's last file is known: after
+    /// recovery for the CommitLog (a crashed RocketMQ broker leaves an empty next file, which
+    /// recovery deletes), at load for a ConsumeQueue.
+    pub fn reserve_last(&self) -> io::Result<()> {
+        let Some(last) = self.last() else {
+            return Ok(());
+        };
+        last.allocate_blocks().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{}: reserving the blocks of this file, which appends continue in, failed: \
+                     {e} (a sparse file, as RocketMQ leaves them, cannot be written through its \
+                     mapping safely without them; free space and start again)",
+                    last.path().display()
+                ),
+            )
         })
     }
 
@@ -420,10 +426,10 @@ mod tests {
     }
 
     /// A RocketMQ store's files are sparse past what was written (it maps them without
-    /// allocating): the last one, which appends continue in, gets its blocks at load; the
-    /// others are only read and are left as they are.
+    /// allocating): the last one, which appends continue in, gets its blocks; the others are only
+    /// read and are left as they are.
     #[test]
-    fn the_last_file_of_a_sparse_store_gets_its_blocks_at_load() {
+    fn the_last_file_of_a_sparse_store_gets_its_blocks_reserved() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let size = 1u64 << 20;
@@ -442,6 +448,8 @@ mod tests {
         );
         let q = MappedFileQueue::load(dir.path(), size).unwrap();
         assert_eq!(q.files().len(), 2);
+        assert_eq!(allocated(size), 0, "loading alone changes nothing");
+        q.reserve_last().unwrap();
         assert!(
             allocated(size) >= size,
             "the last file: {}",
