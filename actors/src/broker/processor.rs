@@ -122,7 +122,9 @@ impl SendBatcher {
             actix_rt::spawn(async move {
                 // One turn of the thread: SENDs decoded from other sockets in this turn join in.
                 end_of_turn().await;
-                let waits = |p: &PendingSend| crate::store::writer::waits(&p.msg);
+                // Only SYNC_FLUSH answers after a flush: in ASYNC_FLUSH nothing is split.
+                let sync = core.store.params().sync_flush;
+                let waits = |p: &PendingSend| !sync || crate::store::writer::waits(&p.msg);
                 send_chunks(core.batcher.0.take(), waits, |chunk| core.put_batch(chunk)).await;
             });
         }

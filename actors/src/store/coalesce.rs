@@ -126,7 +126,9 @@ impl PutCoalescer {
             let me = self.clone();
             actix_rt::spawn(async move {
                 end_of_turn().await;
-                let waits = |(m, _): &(NewMessage, Reply)| super::writer::waits(m);
+                // Only SYNC_FLUSH answers after a flush: in ASYNC_FLUSH nothing is split.
+                let sync = me.store.params().sync_flush;
+                let waits = |(m, _): &(NewMessage, Reply)| !sync || super::writer::waits(m);
                 send_chunks(me.batch.take(), waits, |chunk| async {
                     let (msgs, replies): (Vec<_>, Vec<_>) = chunk.into_iter().unzip();
                     for (r, tx) in me.store.put_many(msgs).await.into_iter().zip(replies) {

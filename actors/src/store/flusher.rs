@@ -620,6 +620,10 @@ pub struct GroupCommitter {
     /// Told after each group commit, to zero-write the next CommitLog file a step further while
     /// the disk is between flushes (see `allocator`).
     zeroer: Option<ActorRef<MappedFileAllocator>>,
+    /// A timed flush moved the flushed position and no wait it covered has been counted yet:
+    /// the first wait that arrives already covered counts it as a group flush, so that messages
+    /// per group flush stays the mean batch.
+    timed_flush_uncounted: bool,
 }
 
 /// Flushes of up to this many bytes are followed by a [`ZeroStep`]. Zeroing ahead saves each
@@ -648,6 +652,7 @@ impl GroupCommitter {
             reput,
             me: None,
             zeroer: None,
+            timed_flush_uncounted: false,
         }
     }
 
@@ -683,6 +688,7 @@ impl GroupCommitter {
         let before = self.core.state.flushed();
         match self.core.flush(0) {
             Ok(flushed) => {
+                self.timed_flush_uncounted = false;
                 let st = &self.core.state;
                 self.waiters.flushed(flushed, |done| {
                     st.group_flushes.fetch_add(1, Ordering::Relaxed);
@@ -726,7 +732,10 @@ impl Service for GroupCommitter {
             if me.core.state.read_only.load().is_none()
                 && me.core.state.flushed() < me.core.view.max_wrote_offset()
             {
-                let _ = me.core.flush(0);
+                let before = me.core.state.flushed();
+                if me.core.flush(0).is_ok_and(|f| f > before) {
+                    me.timed_flush_uncounted = true;
+                }
                 if let Some(r) = &me.reput {
                     r.try_notify(Wake);
                 }
@@ -750,8 +759,12 @@ impl Serve<FlushWaits> for GroupCommitter {
         let read_only = self.core.state.read_only.load_full();
         for w in m.0 {
             if flushed >= w.end {
-                // A timed flush covered it before its wait arrived: answered, and counted.
+                // A timed flush covered it before its wait arrived: answered, and counted (that
+                // flush too, once).
                 let st = &self.core.state;
+                if std::mem::take(&mut self.timed_flush_uncounted) {
+                    st.group_flushes.fetch_add(1, Ordering::Relaxed);
+                }
                 st.group_messages
                     .fetch_add(u64::from(w.msgs), Ordering::Relaxed);
                 w.reply.answer(FlushOutcome::Flushed);

@@ -41,8 +41,8 @@ pub struct StoreState {
     pub stopping: ArcSwapOption<String>,
     /// GroupCommitter: flushes that answered waiters, and how many waiting messages were answered
     /// as flushed (the mean group-commit batch is their ratio; a batch of SENDs is one waiter, many
-    /// messages) — also those a timed flush had covered before their wait arrived. Counted before
-    /// the answers go out.
+    /// messages) — also those a timed flush had covered before their wait arrived (that flush
+    /// counted once). Counted before the answers go out.
     pub group_flushes: AtomicU64,
     pub group_messages: AtomicU64,
     /// Flusher / GroupCommitter: how long each CommitLog flush that wrote something took.
