@@ -316,9 +316,12 @@ impl BrokerHandle {
         self.meta.send(PersistAll).await??;
         // Connections may still hold the processor (and so the store); shutdown stops the store's
         // actors regardless, so late requests get SERVICE_NOT_AVAILABLE.
-        self.store.shutdown().await?;
-        // Then the connection threads: their sockets close, their processors (store refs) go.
+        let stored = self.store.shutdown().await;
+        // Then the connection threads: their sockets close, their processors (store refs) go —
+        // also after a failed store stop (which leaves the abort file: the next start recovers
+        // as after a crash).
         self.connections.stop().await;
+        stored?;
         remove_abort_file(&self.root)?;
         tracing::info!(store = %self.root.display(), "broker stopped cleanly");
         Ok(())

@@ -1153,8 +1153,12 @@ impl Store {
                 Err(e) => early.push(Some(e)),
             }
         }
-        let waiting = pass.iter().filter(|m| writer::waits(m)).count();
-        let mut results = if self.params.sync_flush && waiting > 0 && waiting < pass.len() {
+        // Only SYNC_FLUSH waits; a mix is rare (the batchers split their turns already).
+        let mixed = self.params.sync_flush && {
+            let waiting = pass.iter().filter(|m| writer::waits(m)).count();
+            waiting > 0 && waiting < pass.len()
+        };
+        let mut results = if mixed {
             let count = pass.len();
             let (now, later): (Vec<_>, Vec<_>) = pass
                 .into_iter()
@@ -1315,13 +1319,24 @@ impl Store {
         }
         // Actors on a stopped arbiter are dropped without `stopped`, so every owner is asked to
         // make its state durable explicitly, before the threads go.
+        // A failure here is the stop's error too, but does not end it: the CommitLog flush, the
+        // delay progress and the threads' stop still follow (the checkpoint's logics and index
+        // times only move with flushes that succeeded).
         let io = std::io::Error::other;
-        self.cq_builder
+        let mut builders_failed = self
+            .cq_builder
             .send(FlushConsumeQueues { sync_all: false })
             .await
-            .map_err(io)??;
+            .map_err(io)
+            .and_then(|r| r)
+            .err();
         if let Some(i) = &self.index_builder {
-            i.send(FlushIndex).await.map_err(io)??;
+            if let Err(e) = i.send(FlushIndex).await.map_err(io).and_then(|r| r) {
+                builders_failed.get_or_insert(e);
+            }
+        }
+        if let Some(e) = &builders_failed {
+            tracing::error!(error = %e, "flushing the ConsumeQueues or the index at stop failed");
         }
         // Last: the CommitLog flush writes the checkpoint with what the builders published. A
         // failure (a flush that failed earlier is reported here too) is the stop's error, after
@@ -1360,6 +1375,9 @@ impl Store {
         .map_err(std::io::Error::other)?;
         flushed?;
         persisted?;
+        if let Some(e) = builders_failed {
+            return Err(e);
+        }
         commit_failed.map_or(Ok(()), Err)
     }
 }
