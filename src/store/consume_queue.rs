@@ -218,6 +218,18 @@ impl ConsumeQueue {
             }
             return Ok(Put::Written);
         }
+        if self.impossible_gap(want, cur, &unit) {
+            tracing::error!(
+                topic = %self.view.topic,
+                queue = self.view.queue_id,
+                queue_offset = offset.0,
+                at = cur / CQ_UNIT_SIZE as u64,
+                phy_offset = unit.phy_offset,
+                "CommitLog record's QUEUEOFFSET is past any the records before it could fill \
+                 (damaged?): not dispatched"
+            );
+            return Ok(Put::Skipped);
+        }
         while cur < want {
             tracing::warn!(topic = %self.view.topic, queue = self.view.queue_id, expected = want / 20, at = cur / 20, "ConsumeQueue gap filled with blank units");
             if !self.write_at(cur, &CqUnit::PRE_BLANK.encode(), create)? {
@@ -230,6 +242,22 @@ impl ConsumeQueue {
         }
         self.max_physic_offset = end;
         Ok(Put::Written)
+    }
+
+    /// Whether the units missing between the queue's end (byte `cur`) and `want` could not have
+    /// records: each would be a record of this queue between the end of the last unit's record
+    /// and `unit`'s, and none is shorter than [`MIN_RECORD_BYTES`]. Such a gap is a damaged
+    /// QUEUEOFFSET (it is outside the body CRC), and filling it with blank units could make
+    /// ConsumeQueue files until the disk is full. Not for a queue with no unit yet, whose first
+    /// file may legitimately start anywhere (retention, a rebuild).
+    fn impossible_gap(&self, want: u64, cur: u64, unit: &CqUnit) -> bool {
+        if self.max_physic_offset == 0 || want <= cur {
+            return false;
+        }
+        let gap = (want - cur) / CQ_UNIT_SIZE as u64;
+        let room =
+            (unit.phy_offset as u64).saturating_sub(self.max_physic_offset) / MIN_RECORD_BYTES;
+        gap > room
     }
 
     /// A replay during recovery after an abnormal stop: `unit` (made from its CommitLog record)
@@ -305,6 +333,9 @@ impl ConsumeQueue {
         let Some(want) = offset.0.checked_mul(CQ_UNIT_SIZE as u64) else {
             return false;
         };
+        if self.impossible_gap(want, self.files.max_offset(), unit) {
+            return false;
+        }
         let from = want - want % size;
         // The first file to make: the one after the last known or planned (with none, the
         // unit's own: a queue's first file may start mid-way, as `put` makes it).
@@ -573,7 +604,16 @@ enum Put {
     Repaired,
     /// Not written: the unit's file is neither there nor made ahead (`create` false).
     NoFile,
+    /// Not written, and never will be: its queue offset is impossible (see
+    /// [`ConsumeQueue::impossible_gap`]); the record is left out, as a damaged one.
+    Skipped,
 }
+
+/// The shortest CommitLog record there is (v1, IPv4 hosts, a one-byte topic, no body, no
+/// properties): a bound on how many records fit between two physical offsets.
+const MIN_RECORD_BYTES: u64 =
+    crate::format::record::record_len_parts(0, 1, 0, 0, crate::format::record::MessageVersion::V1)
+        as u64;
 
 /// Every ConsumeQueue of the store, owner side.
 pub struct ConsumeQueueStore {
@@ -1134,6 +1174,47 @@ pub(crate) mod tests {
         assert_eq!(s.table().get("T", 0).unwrap().max_offset(), QueueOffset(2));
     }
 
+    /// A gap is filled with blank units only if the records it stands for could exist: at most
+    /// one per shortest record between the last unit's record and the new one. A QUEUEOFFSET
+    /// damaged high (outside the CRC) is left out instead of making files until the disk is full.
+    #[test]
+    fn a_gap_no_records_could_fill_is_refused_not_filled() {
+        let dir = tempfile::tempdir().unwrap();
+        // 5 units per file.
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        for i in 0..4 {
+            s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
+        }
+        let files = |s: &ConsumeQueueStore| s.table().get("T", 0).unwrap().max_offset();
+        // The last record ends at 400: a record at 400 + 98 leaves room for one missing record.
+        let near = 400 + MIN_RECORD_BYTES as i64;
+        s.put("T", 0, QueueOffset(1 << 30), unit(near)).unwrap();
+        assert_eq!(files(&s), QueueOffset(4), "a bit-30 offset is left out");
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("T/0")).unwrap().count(),
+            1
+        );
+        s.put("T", 0, QueueOffset(6), unit(near)).unwrap();
+        assert_eq!(
+            files(&s),
+            QueueOffset(4),
+            "two missing records cannot fit in 98 bytes"
+        );
+        // The planning walk (files made ahead of a batch) plans nothing for it either.
+        s.plan_file("T", 0, QueueOffset(1 << 30), &unit(near))
+            .unwrap();
+        assert_eq!(s.prepare_files(), 0);
+        s.put("T", 0, QueueOffset(5), unit(near)).unwrap();
+        assert_eq!(
+            files(&s),
+            QueueOffset(6),
+            "one missing record fits: a blank unit, then it"
+        );
+        let v = s.table().get("T", 0).unwrap();
+        assert_eq!(v.unit(QueueOffset(4)), Some(CqUnit::PRE_BLANK));
+        assert_eq!(v.unit(QueueOffset(5)), Some(unit(near)));
+    }
+
     #[test]
     fn units_land_at_offset_times_twenty_and_roll_files() {
         let dir = tempfile::tempdir().unwrap();
@@ -1445,8 +1526,10 @@ pub(crate) mod tests {
         s.put("T", 0, QueueOffset(0), unit(0)).unwrap();
         s.put("T", 1, QueueOffset(0), unit(100)).unwrap();
         // Unit 17 of each queue: file 300, after files 100 and 200 of blanks only.
-        s.plan_file("T", 0, QueueOffset(17), &unit(1000)).unwrap();
-        s.plan_file("T", 1, QueueOffset(17), &unit(1100)).unwrap();
+        s.plan_file("T", 0, QueueOffset(17), &unit(100_000))
+            .unwrap();
+        s.plan_file("T", 1, QueueOffset(17), &unit(100_100))
+            .unwrap();
         // Queue 1's file 200 cannot be made (a directory holds its name).
         std::fs::create_dir(dir.path().join("T/1/00000000000000000200")).unwrap();
         assert_eq!(s.prepare_files(), 3 + 1);
@@ -1469,15 +1552,15 @@ pub(crate) mod tests {
             "nothing after the file that failed"
         );
         assert!(s
-            .put_if_file_ready("T", 0, QueueOffset(17), unit(1000))
+            .put_if_file_ready("T", 0, QueueOffset(17), unit(100_000))
             .unwrap());
         let v = s.table().get("T", 0).unwrap();
         assert_eq!(v.max_offset(), QueueOffset(18));
         assert_eq!(v.unit(QueueOffset(9)), Some(CqUnit::PRE_BLANK));
         // Queue 1 stops at the file not made; the plain put then reports why.
         assert!(!s
-            .put_if_file_ready("T", 1, QueueOffset(17), unit(1100))
+            .put_if_file_ready("T", 1, QueueOffset(17), unit(100_100))
             .unwrap());
-        assert!(s.put("T", 1, QueueOffset(17), unit(1100)).is_err());
+        assert!(s.put("T", 1, QueueOffset(17), unit(100_100)).is_err());
     }
 }
