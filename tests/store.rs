@@ -1872,6 +1872,29 @@ async fn sync_flush_with_write_buffers_acknowledges_only_flushed_messages() {
     store.shutdown().await.unwrap();
 }
 
+/// A SYNC_FLUSH store with one message stored, whose CommitLog file descriptor now points at
+/// `/dev/null`: the ring's `pwrite` "succeeds" and every `fdatasync` fails (EINVAL). Returns the
+/// descriptor's number and a copy of the real file's descriptor, to put it back.
+async fn sync_store_whose_flushes_fail(
+    root: &Path,
+    clock: &ManualClock,
+) -> (Store, std::os::fd::RawFd, std::os::fd::OwnedFd) {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let store = open(root, clock, |p| p.sync_flush = true).await;
+    store.put(msg("T", 0, b"kept", &[])).await.unwrap();
+    let file = store.reader().commit_log().files().last().cloned().unwrap();
+    let fd = file.as_raw_fd();
+    // SAFETY: a copy of the file's descriptor, owned by the caller; then /dev/null's swapped in
+    // under the file's number, which the store keeps using.
+    let saved = unsafe { std::os::fd::OwnedFd::from_raw_fd(libc::dup(fd)) };
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    assert!(unsafe { libc::dup2(null.as_raw_fd(), fd) } >= 0);
+    (store, fd, saved)
+}
+
 /// SYNC_FLUSH: a flush that fails — here `/dev/null` in place of the CommitLog file's descriptor,
 /// so the ring's `pwrite` "succeeds" and the `fdatasync` fails (EINVAL) — is never acknowledged:
 /// the append is refused with SERVICE_NOT_AVAILABLE naming the file, the store turns read-only,
@@ -1879,18 +1902,9 @@ async fn sync_flush_with_write_buffers_acknowledges_only_flushed_messages() {
 /// the failure (without waiting for dispatch to reach bytes that will never be flushed).
 #[actix_rt::test]
 async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() {
-    use std::os::fd::AsRawFd;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
-    let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
-    store.put(msg("T", 0, b"kept", &[])).await.unwrap();
-    let file = store.reader().commit_log().files().last().cloned().unwrap();
-    let null = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/null")
-        .unwrap();
-    // SAFETY: swaps the file's descriptor for /dev/null's; the store keeps using the number.
-    assert!(unsafe { libc::dup2(null.as_raw_fd(), file.as_raw_fd()) } >= 0);
+    let (store, _, _) = sync_store_whose_flushes_fail(dir.path(), &clock).await;
     let flushed = store.flushed_offset();
 
     let e = store
@@ -1924,18 +1938,9 @@ async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() 
 /// retrying its refused `WAIT=false` message would have stored it twice).
 #[actix_rt::test]
 async fn a_message_that_does_not_wait_never_takes_the_outcome_of_another_messages_flush() {
-    use std::os::fd::AsRawFd;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
-    let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
-    store.put(msg("T", 0, b"first", &[])).await.unwrap();
-    let file = store.reader().commit_log().files().last().cloned().unwrap();
-    let null = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/null")
-        .unwrap();
-    // SAFETY: swaps the file's descriptor for /dev/null's: the next fdatasync fails.
-    assert!(unsafe { libc::dup2(null.as_raw_fd(), file.as_raw_fd()) } >= 0);
+    let (store, _, _) = sync_store_whose_flushes_fail(dir.path(), &clock).await;
     let r = store
         .put_many(vec![
             msg("T", 0, b"waits", &[]),
@@ -1972,24 +1977,13 @@ async fn a_flush_failure_is_kept_even_when_the_next_fdatasync_would_succeed() {
     use std::os::fd::AsRawFd;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
-    let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
-    store.put(msg("T", 0, b"kept", &[])).await.unwrap();
-    let file = store.reader().commit_log().files().last().cloned().unwrap();
-    let fd = file.as_raw_fd();
-    // SAFETY: keeps a copy of the file's descriptor, then swaps /dev/null in under its number.
-    let saved = unsafe { libc::dup(fd) };
-    assert!(saved >= 0);
-    let null = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/null")
-        .unwrap();
-    assert!(unsafe { libc::dup2(null.as_raw_fd(), fd) } >= 0);
+    let (store, fd, saved) = sync_store_whose_flushes_fail(dir.path(), &clock).await;
     let flushed = store.flushed_offset();
     let e = store.put(msg("T", 0, b"lost?", &[])).await.unwrap_err();
     assert_eq!(e.status, PutStatus::ServiceNotAvailable);
     // SAFETY: the file's own descriptor back under its number (the failure has been reported).
-    assert!(unsafe { libc::dup2(saved, fd) } >= 0);
-    unsafe { libc::close(saved) };
+    assert!(unsafe { libc::dup2(saved.as_raw_fd(), fd) } >= 0);
+    drop(saved);
     let stop = tokio::time::timeout(Duration::from_secs(20), store.shutdown())
         .await
         .expect("the stop ends")
