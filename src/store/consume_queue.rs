@@ -10,6 +10,9 @@
 //!
 //! Invariant: unit `n` of a queue lives at byte `n * 20`; `max_offset` is the number of published
 //! units (the next offset to be written) and `min_offset` the first unit that is not a pre-blank.
+//! A gap before a unit is filled with blank units only if the records it stands for could lie
+//! between the last unit's record and the new one; a queue offset past that (a damaged
+//! QUEUEOFFSET, which the body CRC does not cover) is refused and logged, never filled.
 
 use std::collections::HashMap;
 use std::io;
