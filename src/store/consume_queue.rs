@@ -11,8 +11,9 @@
 //! Invariant: unit `n` of a queue lives at byte `n * 20`; `max_offset` is the number of published
 //! units (the next offset to be written) and `min_offset` the first unit that is not a pre-blank.
 //! A gap before a unit is filled with blank units only if the records it stands for could lie
-//! between the last unit's record and the new one; a queue offset past that (a damaged
-//! QUEUEOFFSET, which the body CRC does not cover) is refused and logged, never filled.
+//! between the last unit's record and the new one, and a queue's first unit (no last one yet)
+//! only at an offset the CommitLog before its record could hold; a queue offset past either (a
+//! damaged QUEUEOFFSET, which the body CRC does not cover) is refused and logged, never filled.
 
 use std::collections::HashMap;
 use std::io;
@@ -202,6 +203,17 @@ impl ConsumeQueue {
             }
             return Ok(Put::Written);
         }
+        if Self::before_its_records(want, &unit) {
+            tracing::error!(
+                topic = %self.view.topic,
+                queue = self.view.queue_id,
+                queue_offset = offset.0,
+                phy_offset = unit.phy_offset,
+                "CommitLog record's QUEUEOFFSET is more than the records before it could hold \
+                 (damaged?): not dispatched"
+            );
+            return Ok(Put::Skipped);
+        }
         let size = self.files.file_size();
         let mut cur = self.files.max_offset();
         if self.files.is_empty() {
@@ -247,12 +259,22 @@ impl ConsumeQueue {
         Ok(Put::Written)
     }
 
+    /// Whether the unit at byte `want` could not be where `unit`'s record is: each offset below
+    /// it is a record of this queue stored before this one (CommitLog offsets count from the
+    /// first byte ever written, whatever retention deleted since), and none is shorter than
+    /// [`MIN_RECORD_BYTES`]. The bound for a queue with no unit yet, whose first file could
+    /// otherwise start anywhere — and every later unit, below that start, would be taken for a
+    /// replay and never be dispatched.
+    fn before_its_records(want: u64, unit: &CqUnit) -> bool {
+        want / CQ_UNIT_SIZE as u64 > (unit.phy_offset.max(0) as u64) / MIN_RECORD_BYTES
+    }
+
     /// Whether the units missing between the queue's end (byte `cur`) and `want` could not have
     /// records: each would be a record of this queue between the end of the last unit's record
     /// and `unit`'s, and none is shorter than [`MIN_RECORD_BYTES`]. Such a gap is a damaged
     /// QUEUEOFFSET (it is outside the body CRC), and filling it with blank units could make
-    /// ConsumeQueue files until the disk is full. Not for a queue with no unit yet, whose first
-    /// file may legitimately start anywhere (retention, a rebuild).
+    /// ConsumeQueue files until the disk is full. Not for a queue with no unit yet: see
+    /// [`ConsumeQueue::before_its_records`].
     fn impossible_gap(&self, want: u64, cur: u64, unit: &CqUnit) -> bool {
         if self.max_physic_offset == 0 || want <= cur {
             return false;
@@ -336,7 +358,9 @@ impl ConsumeQueue {
         let Some(want) = offset.0.checked_mul(CQ_UNIT_SIZE as u64) else {
             return false;
         };
-        if self.impossible_gap(want, self.files.max_offset(), unit) {
+        if Self::before_its_records(want, unit)
+            || self.impossible_gap(want, self.files.max_offset(), unit)
+        {
             return false;
         }
         let from = want - want % size;
@@ -608,7 +632,8 @@ enum Put {
     /// Not written: the unit's file is neither there nor made ahead (`create` false).
     NoFile,
     /// Not written, and never will be: its queue offset is impossible (see
-    /// [`ConsumeQueue::impossible_gap`]); the record is left out, as a damaged one.
+    /// [`ConsumeQueue::impossible_gap`] and [`ConsumeQueue::before_its_records`]); the record is
+    /// left out, as a damaged one.
     Skipped,
 }
 
@@ -1067,16 +1092,16 @@ pub(crate) mod tests {
         // and D: 1 old file each.
         let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
         for i in 0..11 {
-            s.put("A", 0, QueueOffset(i as u64), unit(i * 10)).unwrap();
+            s.put("A", 0, QueueOffset(i as u64), unit(i * 100)).unwrap();
         }
         for i in 0..6 {
-            s.put("B", 0, QueueOffset(i as u64), unit(1_000 + i * 10))
+            s.put("B", 0, QueueOffset(i as u64), unit(10_000 + i * 100))
                 .unwrap();
-            s.put("C", 0, QueueOffset(i as u64), unit(i * 10)).unwrap();
-            s.put("D", 1, QueueOffset(i as u64), unit(i * 10)).unwrap();
+            s.put("C", 0, QueueOffset(i as u64), unit(i * 100)).unwrap();
+            s.put("D", 1, QueueOffset(i as u64), unit(i * 100)).unwrap();
         }
-        let mut pass = s.retention_pass(500);
-        assert_eq!(pass.min_phy(), 500);
+        let mut pass = s.retention_pass(5_000);
+        assert_eq!(pass.min_phy(), 5_000);
         assert_eq!(s.delete_below_step(&mut pass, true), 2, "A's two old files");
         assert!(!pass.is_done());
         assert_eq!(
@@ -1088,7 +1113,7 @@ pub(crate) mod tests {
         assert_eq!(s.delete_below_step(&mut pass, true), 0, "D went meanwhile");
         assert!(pass.is_done());
         pass.finish().unwrap();
-        // Every unit left points below 500: the min offsets move to the queues' ends.
+        // Every unit left points below 5,000: the min offsets move to the queues' ends.
         assert_eq!(
             s.queue("A", 0).unwrap().view().min_offset(),
             QueueOffset(11)
@@ -1216,6 +1241,33 @@ pub(crate) mod tests {
         let v = s.table().get("T", 0).unwrap();
         assert_eq!(v.unit(QueueOffset(4)), Some(CqUnit::PRE_BLANK));
         assert_eq!(v.unit(QueueOffset(5)), Some(unit(near)));
+    }
+
+    /// A queue with no unit yet has no last record to measure a gap from; what bounds its first
+    /// offset is the CommitLog before the record. A damaged offset there would have started the
+    /// queue's files far out, and every later unit, below that start, would never be dispatched.
+    #[test]
+    fn a_first_offset_more_than_the_log_before_it_could_hold_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
+        let at = 10 * MIN_RECORD_BYTES as i64;
+        let files = || {
+            std::fs::read_dir(dir.path().join("N/0"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        s.put("N", 0, QueueOffset(1 << 20), unit(at)).unwrap();
+        assert_eq!(files(), 0, "no file is made for it");
+        s.plan_file("N", 0, QueueOffset(1 << 20), &unit(at))
+            .unwrap();
+        assert_eq!(s.prepare_files(), 0, "nor planned ahead");
+        s.put("N", 0, QueueOffset(11), unit(at)).unwrap();
+        assert_eq!(files(), 0, "eleven records cannot fit");
+        // Ten records of 98 bytes can lie before it: a queue may start there (retention).
+        s.put("N", 0, QueueOffset(10), unit(at)).unwrap();
+        let v = s.table().get("N", 0).unwrap();
+        assert_eq!(v.max_offset(), QueueOffset(11));
+        assert_eq!(v.unit(QueueOffset(10)), Some(unit(at)));
     }
 
     #[test]
@@ -1442,7 +1494,7 @@ pub(crate) mod tests {
     fn queue_starting_mid_file_has_min_offset() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = ConsumeQueueStore::load(dir.path(), 100).unwrap();
-        s.put("T", 1, QueueOffset(7), unit(0)).unwrap();
+        s.put("T", 1, QueueOffset(7), unit(7 * 100)).unwrap();
         let v = s.table().get("T", 1).unwrap();
         assert_eq!(v.min_offset(), QueueOffset(7));
         assert_eq!(v.max_offset(), QueueOffset(8));
