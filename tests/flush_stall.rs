@@ -1,12 +1,11 @@
-//! SYNC_FLUSH on a stalled disk: a producer whose flush does not come back within
-//! `syncFlushTimeout` is answered FLUSH_DISK_TIMEOUT while the flush still hangs, and the store
-//! carries on once it returns. A test binary of its own: the stall is a fail point, which holds
-//! for the whole process.
+//! SYNC_FLUSH on a stalled disk: while the group committer hangs in its flush, sends are still
+//! appended, and each producer is answered FLUSH_DISK_TIMEOUT once `syncFlushTimeout` has passed
+//! — not when the flush comes back — and the store carries on once it does. RocketMQ's
+//! GroupCommitService hangs alone in the same way; appends and the producer's timed wait go on.
+//! A test binary of its own: the stall is a fail point, which holds for the whole process.
 //!
-//! The group committer shares the writer's thread, so the stall blocks both; the answer must come
-//! from the deadline watcher on another thread. The outcome, not a timing, says which: a watcher
-//! on the blocked thread would see the flush succeed first, and the producer would get SEND_OK
-//! after the whole stall.
+//! The outcome, not a timing, says what happened: an answer that had to wait for the flush would
+//! be SEND_OK, given after the whole stall.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +38,7 @@ fn msg(body: &str) -> NewMessage {
 }
 
 #[actix::test]
-async fn a_flush_that_stalls_past_the_timeout_answers_flush_disk_timeout_in_time() {
+async fn sends_during_a_stalled_flush_are_stored_and_answered_flush_disk_timeout_in_time() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = StoreParams::for_tests(dir.path());
     p.sync_flush = true;
@@ -48,22 +47,35 @@ async fn a_flush_that_stalls_past_the_timeout_answers_flush_disk_timeout_in_time
     let ok = store.put(msg("before")).await.unwrap();
     assert_eq!(ok.status, PutStatus::PutOk);
 
-    // The next group commit blocks its thread for 4 s, twenty times the timeout.
-    fail::cfg("group-commit-flush", "1*sleep(4000)").unwrap();
-    let late = store.put(msg("stalled")).await.unwrap();
+    // The next group commit blocks its thread for 6 s, thirty times the timeout.
+    fail::cfg("group-commit-flush", "1*sleep(6000)").unwrap();
+    let stalled = store.put(msg("stalled")).await.unwrap();
     assert_eq!(
-        late.status,
+        stalled.status,
         PutStatus::FlushDiskTimeout,
         "answered by the deadline, not by the flush that ended later"
     );
+    // Sent during the stall: appended all the same (the writer does not wait for the group
+    // committer), and answered in time too.
+    let during = store.put(msg("during")).await.unwrap();
+    assert_eq!(during.status, PutStatus::FlushDiskTimeout);
+    assert!(during.phy_offset > stalled.phy_offset);
     assert!(
-        store.flushed_offset() < late.end_offset(),
-        "answered while the flush still hung"
+        store.flushed_offset() < stalled.end_offset(),
+        "both answered while the flush still hung"
     );
     fail::remove("group-commit-flush");
 
-    // Once the flush returns, the store carries on: the stalled message is stored and flushed,
-    // and the next one is acknowledged as usual.
+    // Once the flush returns, the store carries on: what was stored during the stall is
+    // flushed, and the next message is acknowledged as usual.
+    let bound = std::time::Instant::now() + Duration::from_secs(60);
+    while store.flushed_offset() < during.end_offset() {
+        assert!(
+            std::time::Instant::now() < bound,
+            "the stall ended, yet nothing was flushed within 60 s"
+        );
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
     let after = store.put(msg("after")).await.unwrap();
     assert_eq!(after.status, PutStatus::PutOk);
     assert!(store.flushed_offset() >= after.end_offset());
@@ -90,7 +102,12 @@ async fn a_flush_that_stalls_past_the_timeout_answers_flush_disk_timeout_in_time
         .collect();
     assert_eq!(
         bodies,
-        vec![b"before".to_vec(), b"stalled".to_vec(), b"after".to_vec()]
+        vec![
+            b"before".to_vec(),
+            b"stalled".to_vec(),
+            b"during".to_vec(),
+            b"after".to_vec()
+        ]
     );
     store.shutdown().await.unwrap();
 }

@@ -17,14 +17,12 @@
 //!   when it starts; requests that arrive during a flush are covered by the next: the flush runs
 //!   on a [`RunGroupCommit`] the group committer sends itself, queued behind the requests already
 //!   in its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
-//!   [`PendingReply`] answered on this thread, straight to the producer ([`FlushOutcome`];
-//!   [`FlushDeadlines`] answers FLUSH_DISK_TIMEOUT instead if `syncFlushTimeout` passes first), and a `Wake`
+//!   [`PendingReply`] answered on this thread, straight to the producer ([`FlushOutcome`]; the
+//!   writer answers FLUSH_DISK_TIMEOUT instead if `syncFlushTimeout` passes first), and a `Wake`
 //!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes), and with write
 //!   rings a `ZeroStep` to the allocator (zero the next CommitLog file a step further now that
 //!   the disk is between flushes; see `allocator`). With write buffers it first commits
 //!   everything written (`pwrite`), then fdatasyncs — it is the committer in SYNC_FLUSH.
-//!   It runs on the writer's thread: see [`GroupCommitter`].
-//! * `FlushDeadlines` — SYNC_FLUSH's timeouts, on a thread of their own (see there).
 //!
 //! Only committed bytes are flushed: with write buffers a file is flushed with `fdatasync` up to
 //! its committed position (see `MappedFile::flush`).
@@ -468,9 +466,9 @@ pub enum FlushOutcome {
 }
 
 /// One waiting append's answer, given exactly once: by the group committer when its flush ends,
-/// or by [`FlushDeadlines`] once `syncFlushTimeout` has passed — whichever comes first. The
-/// timeout is not the group committer's job because it blocks in `fdatasync`: on a stalled disk
-/// the producer must still get FLUSH_DISK_TIMEOUT in time, as RocketMQ's producer-side wait
+/// or by the writer's timeout tick once `syncFlushTimeout` has passed — whichever comes first.
+/// The timeout is not the group committer's job because it blocks in `fdatasync`: on a stalled
+/// disk the producer must still get FLUSH_DISK_TIMEOUT in time, as RocketMQ's producer-side wait
 /// gives it. The lock is taken once by each side, uncontended unless both come at once.
 ///
 /// The answer may come before the writer has [`set`](PendingReply::set) what answering does (a
@@ -536,100 +534,6 @@ impl PendingReply {
     }
 }
 
-/// The SYNC_FLUSH waits handed over by the writer, by deadline (`syncFlushTimeout` after the
-/// append; they grow in push order). Each entry is weak: once the group committer has answered
-/// and dropped its reply, the entry is dead and leaves at the next check.
-#[derive(Default)]
-struct Deadlines(std::collections::VecDeque<(Instant, std::sync::Weak<PendingReply>)>);
-
-impl Deadlines {
-    fn push(&mut self, deadline: Instant, reply: std::sync::Weak<PendingReply>) {
-        self.0.push_back((deadline, reply));
-    }
-
-    /// Answers FLUSH_DISK_TIMEOUT to the waits whose deadline is at or before `now`, and drops
-    /// answered ones from the front. Returns how many timed out.
-    fn expire(&mut self, now: Instant) -> usize {
-        let mut n = 0;
-        while let Some((deadline, reply)) = self.0.front() {
-            if reply.strong_count() > 0 && *deadline > now {
-                break;
-            }
-            if let Some(r) = reply.upgrade() {
-                n += usize::from(r.answer(FlushOutcome::TimedOut));
-            }
-            self.0.pop_front();
-        }
-        n
-    }
-}
-
-/// A wait's deadline, on its way from the writer to [`FlushDeadlines`].
-type Deadline = (Instant, std::sync::Weak<PendingReply>);
-
-/// The writer's end of [`FlushDeadlines`]: a channel, not a mailbox, because nothing needs to
-/// happen when a deadline arrives — the watcher drains them on its tick — and a send that woke
-/// its thread would cost the writer a syscall per burst.
-#[derive(Clone)]
-pub struct DeadlineSender(std::sync::mpsc::Sender<Deadline>);
-
-impl DeadlineSender {
-    pub fn push(&self, deadline: Instant, reply: &Arc<PendingReply>) {
-        // The watcher gone means the store is stopping; its waits are answered by the stop.
-        let _ = self.0.send((deadline, Arc::downgrade(reply)));
-    }
-}
-
-/// How often [`FlushDeadlines`] answers FLUSH_DISK_TIMEOUT to waits past `syncFlushTimeout`: its
-/// precision.
-pub const TIMEOUT_TICK: Duration = Duration::from_millis(10);
-
-/// SYNC_FLUSH: answers FLUSH_DISK_TIMEOUT to every wait still unanswered `syncFlushTimeout`
-/// after its append. Its own thread, because the group committer shares the writer's (see
-/// `GroupCommitter`) and blocks it for as long as an `fdatasync` takes: on a stalled disk the
-/// producer must still get its answer in time, as RocketMQ's producer-side wait gives it.
-/// In: deadlines through a [`DeadlineSender`], drained every [`TIMEOUT_TICK`]. Out: answers.
-pub struct FlushDeadlines {
-    incoming: std::sync::mpsc::Receiver<Deadline>,
-    pending: Deadlines,
-}
-
-impl FlushDeadlines {
-    pub fn new() -> (Self, DeadlineSender) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        (
-            FlushDeadlines {
-                incoming: rx,
-                pending: Deadlines::default(),
-            },
-            DeadlineSender(tx),
-        )
-    }
-
-    fn tick(&mut self, now: Instant) {
-        for (deadline, reply) in self.incoming.try_iter() {
-            self.pending.push(deadline, reply);
-        }
-        self.pending.expire(now);
-    }
-}
-
-impl Service for FlushDeadlines {
-    const NAME: &'static str = "flush_deadlines";
-    fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
-        ctx.run_interval(TIMEOUT_TICK, |act, _| act.inner.tick(Instant::now()));
-    }
-}
-
-/// What a SYNC_FLUSH writer needs: where its waits go, how long they may wait, and who times them
-/// out.
-#[derive(Clone)]
-pub struct SyncFlush {
-    pub group_committer: ActorRef<GroupCommitter>,
-    pub timeout: Duration,
-    pub deadlines: DeadlineSender,
-}
-
 /// Answer `reply` once everything below `end` is flushed. Not an actix response: a response
 /// future per waiter would be polled at every wake of the group committer (hundreds of waiters ×
 /// hundreds of wakes per flush at 256 producers), and its answer would travel back through the
@@ -675,7 +579,7 @@ impl Waiters {
         let mut keep = std::mem::take(&mut self.spare);
         for w in self.list.drain(..) {
             if due(&w) {
-                // Already answered (timed out) is fine: the flush still covered it.
+                // Already answered (timed out at the writer) is fine: the flush still covered it.
                 w.reply.answer(outcome.clone());
                 n += u64::from(w.msgs);
             } else {
@@ -706,16 +610,6 @@ impl Waiters {
     }
 }
 
-/// SYNC_FLUSH's flusher (RocketMQ's GroupCommitService). Started on the writer's thread: in lock
-/// step (producers that each wait for the flush before sending again, what a SYNC_FLUSH broker
-/// under load is) a round was three cross-thread wake-ups — group committer to the producers'
-/// thread, producers to writer, writer to group committer — each costing the sender an `eventfd`
-/// write and the round a sleeping thread's wake-up, tens of µs on a VM. Sharing the writer's
-/// thread removes the last: on `/dev/shm`, where only the cores count, the time between flushes
-/// at 64 producers fell from ~210 to ~170 µs and throughput rose by a fifth. What it costs:
-/// while it is in `fdatasync` the writer does not append, which the producers that wait for the
-/// flush do not notice (their appends join the next flush either way), `WAIT=false` ones do (a
-/// flush's time), and so would timeouts — hence [`FlushDeadlines`] on a thread of its own.
 pub struct GroupCommitter {
     core: FlushCore,
     waiters: Waiters,
@@ -955,52 +849,6 @@ mod tests {
         let here = DiskWatch::used_pct(dir.path()).unwrap();
         let below = DiskWatch::used_pct(&dir.path().join("consumequeue/not/yet")).unwrap();
         assert!((here - below).abs() < 1.0, "{here} vs {below}");
-    }
-
-    /// The group committer may be stuck in `fdatasync` for good (it blocks the writer's thread
-    /// too): the watcher still answers FLUSH_DISK_TIMEOUT at the deadline, to the waits handed
-    /// over since its last tick, and only to waits nobody answered.
-    #[test]
-    fn waits_past_their_deadline_time_out_whatever_the_flush_does() {
-        let log = Log::default();
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let (mut watch, tx) = FlushDeadlines::new();
-        let (a, b, c) = (reply(&log, 1), reply(&log, 2), reply(&log, 3));
-        tx.push(t0 + ms(10), &a);
-        tx.push(t0 + ms(20), &b);
-        assert!(
-            a.answer(FlushOutcome::Flushed),
-            "the flush answered the first"
-        );
-        drop(a);
-        watch.tick(t0 + ms(5));
-        assert_eq!(
-            watch.pending.0.len(),
-            1,
-            "an answered wait leaves at the next check"
-        );
-        tx.push(t0 + ms(30), &c);
-        watch.tick(t0 + ms(20));
-        assert_eq!(
-            watch.pending.0.len(),
-            1,
-            "the second was due; the third is not"
-        );
-        assert!(
-            !b.answer(FlushOutcome::Flushed),
-            "a late flush does not answer twice"
-        );
-        watch.tick(t0 + ms(40));
-        assert!(watch.pending.0.is_empty());
-        assert_eq!(
-            *log.lock().unwrap(),
-            vec![
-                (1, FlushOutcome::Flushed),
-                (2, FlushOutcome::TimedOut),
-                (3, FlushOutcome::TimedOut)
-            ]
-        );
     }
 
     /// A reply for `end` whose answer lands in `log` as `(end, outcome)`.

@@ -71,9 +71,7 @@ use actormq_core::store::recovery::{
 use allocator::MappedFileAllocator;
 use committer::{CommitNow, CommitWake, Committer, FinalCommit};
 use cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
-use flusher::{
-    CommitMode, FlushCore, FlushDeadlines, FlushNow, FlushWake, Flusher, GroupCommitter, SyncFlush,
-};
+use flusher::{CommitMode, FlushCore, FlushNow, FlushWake, Flusher, GroupCommitter};
 use index_builder::{FlushIndex, IndexBuilder};
 use reput::{ReputDispatcher, Wake};
 use schedule::{GetDelayOffsets, PersistDelayOffsets, ScheduleDelivery};
@@ -897,26 +895,15 @@ impl Store {
             .with_commit_mode(commit_mode);
         let flush_woken = Arc::new(AtomicBool::new(false));
         let flush_arb = arbiter();
-        let writer_arb = arbiter();
         let (flusher, sync) = if params.sync_flush {
             let mut gc = GroupCommitter::new(flush_core, Some(reput.clone()));
             if zero_files {
                 gc = gc.zeroing_ahead(allocator.clone());
             }
-            // On the writer's thread: a burst's waits reach it without waking another thread,
-            // which in lock step (every producer waiting for the flush before it sends again)
-            // was one of a round's three cross-thread wake-ups (see `GroupCommitter`). The
-            // timeouts then need a thread the flush does not block: the flusher's.
-            let gc = start_on(Some(&writer_arb.handle()), gc);
-            let (watch, deadlines) = FlushDeadlines::new();
-            start_on(Some(&flush_arb.handle()), watch);
+            let gc = start_on(Some(&flush_arb.handle()), gc);
             (
                 FlushRef::Sync(gc.clone()),
-                Some(SyncFlush {
-                    group_committer: gc,
-                    timeout: params.sync_flush_timeout,
-                    deadlines,
-                }),
+                Some((gc, params.sync_flush_timeout)),
             )
         } else {
             let mut f = Flusher::new(
@@ -996,6 +983,7 @@ impl Store {
         }
         let commit_inline = rings.is_some();
         let cl_retention = log.files().retention();
+        let writer_arb = arbiter();
         let writer = start_on(
             Some(&writer_arb.handle()),
             CommitLogWriter::new(

@@ -12,17 +12,12 @@
 //! dispatcher, or — with write buffers — to the `Committer` instead (appended bytes are not
 //! readable until committed; the committer wakes reput), and to an untimed flusher
 //! (`flushCommitLogTimed=false`). In SYNC_FLUSH none: dispatch may only reach flushed bytes, and
-//! the group committer wakes reput after each flush. In SYNC_FLUSH each waiting append's deadline
-//! goes to `FlushDeadlines` (a channel, no wake), which answers FLUSH_DISK_TIMEOUT.
-//!
-//! Thread: in SYNC_FLUSH the group committer runs on this writer's thread (see `flusher`), so
-//! handing it a burst's waits wakes no other thread, and while it is in `fdatasync` appends wait in
-//! this mailbox and join the next flush — producers that wait for the flush lose nothing by it.
+//! the group committer wakes reput after each flush.
 //!
 //! Invariants: a reply is sent only after the record's bytes are published (visible to readers),
 //! and with write rings a wait reaches the group committer only after its bytes are committed; in
 //! SYNC_FLUSH a message with `WAIT` absent or true is answered only once it is flushed (or with
-//! FLUSH_DISK_TIMEOUT after `syncFlushTimeout`, however long the flush blocks this thread); a store
+//! FLUSH_DISK_TIMEOUT after `syncFlushTimeout`), without holding up the appends behind it; a store
 //! that is read-only (a flush failed) or over its disk-space limit refuses with
 //! SERVICE_NOT_AVAILABLE and the reason.
 
@@ -39,7 +34,7 @@ use actormq_core::store::status::PutError;
 
 use super::allocator::{AllocateNext, MappedFileAllocator};
 use super::committer::commit_all;
-use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, PendingReply, SyncFlush};
+use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, GroupCommitter, PendingReply};
 use super::state::StoreState;
 use super::wake::Waker;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
@@ -49,8 +44,8 @@ use actormq_core::store::status::PutStatus;
 /// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
 /// a [`PendingReply`] that sends it, settled by how the wait ended ([`Settle`]), straight to the
 /// producer: the group committer answers it when its flush covers the append's end (the answer
-/// does not come back through this thread, and no future is kept per waiting append), or
-/// `FlushDeadlines` answers FLUSH_DISK_TIMEOUT first.
+/// does not come back through this thread, and no future is kept per waiting append), or the
+/// writer's timeout tick answers FLUSH_DISK_TIMEOUT first (see [`Deadlines`]).
 pub enum AppendReply<T> {
     Now(T),
     /// The append's [`FlushUpTo`] is in the writer's burst (see [`Burst`]); `reply` is answered
@@ -117,6 +112,40 @@ where
                 }));
             }
         }
+    }
+}
+
+/// The SYNC_FLUSH waits of this writer's appends, by deadline (`syncFlushTimeout` after the
+/// append; they grow in push order). Each entry is weak: once the group committer has answered and
+/// dropped its reply, the entry is dead and leaves at the next check.
+#[derive(Default)]
+pub struct Deadlines(
+    std::collections::VecDeque<(std::time::Instant, std::sync::Weak<PendingReply>)>,
+);
+
+impl Deadlines {
+    fn push(&mut self, deadline: std::time::Instant, reply: &Arc<PendingReply>) {
+        self.0.push_back((deadline, Arc::downgrade(reply)));
+    }
+
+    /// Answers FLUSH_DISK_TIMEOUT to the waits whose deadline is at or before `now`, and drops
+    /// answered ones from the front. Returns how many timed out.
+    fn expire(&mut self, now: std::time::Instant) -> usize {
+        let mut n = 0;
+        while let Some((deadline, reply)) = self.0.front() {
+            if reply.strong_count() > 0 && *deadline > now {
+                break;
+            }
+            if let Some(r) = reply.upgrade() {
+                n += usize::from(r.answer(FlushOutcome::TimedOut));
+            }
+            self.0.pop_front();
+        }
+        n
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -196,17 +225,23 @@ pub struct CommitLogWriter {
     /// for appends whose commit waits for the end of the burst, when it ends. None in SYNC_FLUSH.
     after_append: Vec<Waker>,
     state: Arc<StoreState>,
-    /// SYNC_FLUSH: the group committer, `syncFlushTimeout` and the waits' deadline watcher.
-    sync: Option<SyncFlush>,
+    /// SYNC_FLUSH: the group committer and `syncFlushTimeout`.
+    sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
     /// Write rings (no `transientStorePoolEnable`): this writer commits after every append
     /// message — in SYNC_FLUSH, for appends that wait, once at the end of the burst — before
     /// anything is acknowledged or woken, or handed to the group committer.
     commit_inline: bool,
+    /// SYNC_FLUSH waits, for FLUSH_DISK_TIMEOUT (checked every [`TIMEOUT_TICK`]).
+    deadlines: Deadlines,
     /// SYNC_FLUSH: the waiting appends of this burst.
     burst: Burst,
     /// Our own address, for [`EndOfBurst`].
     me: Option<ActorRef<CommitLogWriter>>,
 }
+
+/// How often the writer answers FLUSH_DISK_TIMEOUT to waits past `syncFlushTimeout`: its
+/// precision.
+const TIMEOUT_TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// `WAIT` absent or "true": the producer wants the reply after the flush (SYNC_FLUSH).
 pub(crate) fn waits(m: &NewMessage) -> bool {
@@ -220,7 +255,7 @@ impl CommitLogWriter {
         allocator: Option<ActorRef<MappedFileAllocator>>,
         after_append: Vec<Waker>,
         state: Arc<StoreState>,
-        sync: Option<SyncFlush>,
+        sync: Option<(ActorRef<GroupCommitter>, std::time::Duration)>,
     ) -> Self {
         CommitLogWriter {
             log,
@@ -230,6 +265,7 @@ impl CommitLogWriter {
             state,
             sync,
             commit_inline: false,
+            deadlines: Deadlines::default(),
             burst: Burst::default(),
             me: None,
         }
@@ -260,10 +296,10 @@ impl CommitLogWriter {
     /// waiting messages the reply answers (0: none waits, the reply is sent now).
     fn reply_after_flush<T>(&mut self, value: T, end: u64, msgs: u32) -> AppendReply<T> {
         match &self.sync {
-            Some(sync) if msgs > 0 => {
+            Some((_, timeout)) if msgs > 0 => {
                 let reply = Arc::new(PendingReply::default());
-                sync.deadlines
-                    .push(std::time::Instant::now() + sync.timeout, &reply);
+                self.deadlines
+                    .push(std::time::Instant::now() + *timeout, &reply);
                 self.burst.waits.push(FlushUpTo {
                     end,
                     msgs,
@@ -311,12 +347,12 @@ impl CommitLogWriter {
             }
         }
         // Waits join a burst only in SYNC_FLUSH, so `sync` is set whenever there are any.
-        let (Some(sync), false) = (&self.sync, self.burst.waits.is_empty()) else {
+        let (Some((gc, _)), false) = (&self.sync, self.burst.waits.is_empty()) else {
             return;
         };
         let waits = std::mem::take(&mut self.burst.waits);
         match failed {
-            None => sync.group_committer.notify(FlushWaits(waits)),
+            None => gc.notify(FlushWaits(waits)),
             Some(why) => {
                 let mut told_stored = 0;
                 for w in waits {
@@ -325,7 +361,7 @@ impl CommitLogWriter {
                     }
                 }
                 if told_stored > 0 {
-                    // Answered FLUSH_DISK_TIMEOUT ("stored, not yet flushed") by `FlushDeadlines`
+                    // Answered FLUSH_DISK_TIMEOUT ("stored, not yet flushed") by the timeout tick
                     // while the burst was still being handled: only a writer stalled for
                     // `syncFlushTimeout` inside one burst gets here. Those producers will not
                     // retry, so the loss must at least be on record.
@@ -417,6 +453,14 @@ impl Service for CommitLogWriter {
             max - max % size + size
         };
         self.request_next(next, ctx);
+        if self.sync.is_some() {
+            ctx.run_interval(TIMEOUT_TICK, |act, _| {
+                let d = &mut act.inner.deadlines;
+                if !d.is_empty() {
+                    d.expire(std::time::Instant::now());
+                }
+            });
+        }
     }
 }
 
@@ -559,6 +603,58 @@ mod tests {
             rolled_into: None,
             status: PutStatus::PutOk,
         }
+    }
+
+    /// A reply whose answer lands in `log`.
+    fn pending(
+        log: &Arc<std::sync::Mutex<Vec<(u32, FlushOutcome)>>>,
+        id: u32,
+    ) -> Arc<PendingReply> {
+        let log = log.clone();
+        let r = Arc::new(PendingReply::default());
+        r.set(Box::new(move |o| log.lock().unwrap().push((id, o))));
+        r
+    }
+
+    /// The group committer may be stuck in `fdatasync` for good: the writer's own tick still
+    /// answers FLUSH_DISK_TIMEOUT at the deadline, and only to waits nobody answered.
+    #[test]
+    fn waits_past_their_deadline_time_out_at_the_writer_whatever_the_flush_does() {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut d = Deadlines::default();
+        let (a, b, c) = (pending(&log, 1), pending(&log, 2), pending(&log, 3));
+        d.push(t0 + ms(10), &a);
+        d.push(t0 + ms(20), &b);
+        d.push(t0 + ms(30), &c);
+        assert!(
+            a.answer(FlushOutcome::Flushed),
+            "the flush answered the first"
+        );
+        drop(a);
+        assert_eq!(d.expire(t0 + ms(5)), 0);
+        assert_eq!(d.0.len(), 2, "an answered wait leaves at the next check");
+        assert_eq!(
+            d.expire(t0 + ms(20)),
+            1,
+            "the second is due; the third is not"
+        );
+        assert_eq!(d.0.len(), 1);
+        assert!(
+            !b.answer(FlushOutcome::Flushed),
+            "a late flush does not answer twice"
+        );
+        assert_eq!(d.expire(t0 + ms(40)), 1);
+        assert!(d.is_empty());
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![
+                (1, FlushOutcome::Flushed),
+                (2, FlushOutcome::TimedOut),
+                (3, FlushOutcome::TimedOut)
+            ]
+        );
     }
 
     #[test]
