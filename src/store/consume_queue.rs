@@ -203,7 +203,7 @@ impl ConsumeQueue {
             }
             return Ok(Put::Written);
         }
-        if Self::before_its_records(want, &unit) {
+        if self.files.is_empty() && Self::before_its_records(want, &unit) {
             tracing::error!(
                 topic = %self.view.topic,
                 queue = self.view.queue_id,
@@ -262,9 +262,11 @@ impl ConsumeQueue {
     /// Whether the unit at byte `want` could not be where `unit`'s record is: each offset below
     /// it is a record of this queue stored before this one (CommitLog offsets count from the
     /// first byte ever written, whatever retention deleted since), and none is shorter than
-    /// [`MIN_RECORD_BYTES`]. The bound for a queue with no unit yet, whose first file could
+    /// [`MIN_RECORD_BYTES`]. Checked only for a queue with no file yet, whose first file could
     /// otherwise start anywhere — and every later unit, below that start, would be taken for a
-    /// replay and never be dispatched.
+    /// replay and never be dispatched. Not for a queue that has files: a store whose CommitLog
+    /// was replaced under kept ConsumeQueues continues their offsets at a low physical offset,
+    /// and refusing those units would lose every new message of the queue.
     fn before_its_records(want: u64, unit: &CqUnit) -> bool {
         want / CQ_UNIT_SIZE as u64 > (unit.phy_offset.max(0) as u64) / MIN_RECORD_BYTES
     }
@@ -358,7 +360,7 @@ impl ConsumeQueue {
         let Some(want) = offset.0.checked_mul(CQ_UNIT_SIZE as u64) else {
             return false;
         };
-        if Self::before_its_records(want, unit)
+        if (self.files.is_empty() && Self::before_its_records(want, unit))
             || self.impossible_gap(want, self.files.max_offset(), unit)
         {
             return false;
@@ -1214,7 +1216,8 @@ pub(crate) mod tests {
             s.put("T", 0, QueueOffset(i), unit(i as i64 * 100)).unwrap();
         }
         let files = |s: &ConsumeQueueStore| s.table().get("T", 0).unwrap().max_offset();
-        // The last record ends at 400: a record at 400 + 98 leaves room for one missing record.
+        // The last record ends at 400: a record at 400 + MIN_RECORD_BYTES leaves room for one
+        // missing record.
         let near = 400 + MIN_RECORD_BYTES as i64;
         s.put("T", 0, QueueOffset(1 << 30), unit(near)).unwrap();
         assert_eq!(files(&s), QueueOffset(4), "a bit-30 offset is left out");
@@ -1226,7 +1229,7 @@ pub(crate) mod tests {
         assert_eq!(
             files(&s),
             QueueOffset(4),
-            "two missing records cannot fit in 98 bytes"
+            "two missing records cannot fit in MIN_RECORD_BYTES"
         );
         // The planning walk (files made ahead of a batch) plans nothing for it either.
         s.plan_file("T", 0, QueueOffset(1 << 30), &unit(near))
@@ -1263,11 +1266,22 @@ pub(crate) mod tests {
         assert_eq!(s.prepare_files(), 0, "nor planned ahead");
         s.put("N", 0, QueueOffset(11), unit(at)).unwrap();
         assert_eq!(files(), 0, "eleven records cannot fit");
-        // Ten records of 98 bytes can lie before it: a queue may start there (retention).
+        // Ten of the shortest records can lie before it: a queue may start there (retention).
         s.put("N", 0, QueueOffset(10), unit(at)).unwrap();
         let v = s.table().get("N", 0).unwrap();
         assert_eq!(v.max_offset(), QueueOffset(11));
         assert_eq!(v.unit(QueueOffset(10)), Some(unit(at)));
+        // A queue that has files keeps its offsets whatever the CommitLog says: one replaced
+        // under kept ConsumeQueues (cut to nothing here) starts again at physical offset 0.
+        s.truncate_to_phy(0).unwrap();
+        assert_eq!(files(), 1);
+        s.put("N", 0, QueueOffset(10), unit(0)).unwrap();
+        let v = s.table().get("N", 0).unwrap();
+        assert_eq!(
+            v.unit(QueueOffset(10)),
+            Some(unit(0)),
+            "written, not refused"
+        );
     }
 
     #[test]
