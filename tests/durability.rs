@@ -912,11 +912,10 @@ async fn max_offset(client: &RemotingClient, q: i32) -> u64 {
         .unwrap_or_else(|| panic!("GET_MAX_OFFSET q{q} without offset: {}", describe(&r)))
 }
 
-/// Reads queue `q` from offset 0 to its max (at least `at_least`): every record must carry the expected topic, queue
-/// and the next queue offset, pass the body CRC, and have exactly the body derived from its key.
-async fn read_queue(client: &RemotingClient, q: i32, at_least: u64) -> Vec<Pulled> {
-    // Dispatch to the ConsumeQueue follows the acknowledgement asynchronously (as in RocketMQ):
-    // wait until the queue has caught up with what was acknowledged.
+/// The max offset of queue `q` once it is at least `at_least`. Dispatch to the ConsumeQueue
+/// follows the acknowledgement asynchronously (as in RocketMQ), so right after the last
+/// acknowledgement the queue may not have caught up yet; it must within `WAIT_LIMIT`.
+async fn max_offset_reaching(client: &RemotingClient, q: i32, at_least: u64) -> u64 {
     let started = Instant::now();
     let mut max = max_offset(client, q).await;
     while max < at_least {
@@ -928,6 +927,14 @@ async fn read_queue(client: &RemotingClient, q: i32, at_least: u64) -> Vec<Pulle
         tokio::time::sleep(Duration::from_millis(10)).await;
         max = max_offset(client, q).await;
     }
+    max
+}
+
+/// Reads queue `q` from offset 0 to its max (at least `at_least`): every record must carry the expected topic, queue
+/// and the next queue offset, pass the body CRC, and have exactly the body derived from its key.
+async fn read_queue(client: &RemotingClient, q: i32, at_least: u64) -> Vec<Pulled> {
+    let started = Instant::now();
+    let max = max_offset_reaching(client, q, at_least).await;
     let mut out: Vec<Pulled> = Vec::new();
     let mut offset = 0u64;
     while offset < max {
@@ -4106,8 +4113,8 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
             let client = RemotingClient::connect(&broker.addr)
                 .await
                 .expect("connect");
-            let max = max_offset(&client, 0).await;
-            assert_eq!(max, total, "every acknowledged send is in the queue");
+            let max = max_offset_reaching(&client, 0, total).await;
+            assert_eq!(max, total, "every acknowledged send is in the queue, and no more");
             // Cleaning goes on until usage is back under the forcible level; then, with no more
             // writes, nothing else goes and the min offset stays where it is.
             let min_offset = || async {
