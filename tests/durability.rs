@@ -2042,6 +2042,158 @@ fn leftover_abort_file_takes_abnormal_recovery_and_serves_everything() {
     });
 }
 
+/// A config file of `root` (`<root>/config/<name>`).
+fn config_file(root: &Path, name: &str) -> PathBuf {
+    root.join("config").join(name)
+}
+
+/// The queue counts of `topic` and the committed offset of `group` on `topic` queue 3, as the
+/// broker at `addr` answers GET_ALL_TOPIC_CONFIG and QUERY_CONSUMER_OFFSET.
+async fn topic_queues_and_offset(addr: &str, topic: &str, group: &str) -> (String, i64) {
+    let client = RemotingClient::connect(addr).await.expect("connect");
+    let r = client
+        .invoke(
+            RemotingCommand::new_request(rq::GET_ALL_TOPIC_CONFIG),
+            RPC_TIMEOUT,
+        )
+        .await
+        .expect("GET_ALL_TOPIC_CONFIG answered");
+    assert_eq!(
+        r.code,
+        rc::SUCCESS,
+        "GET_ALL_TOPIC_CONFIG: {}",
+        describe(&r)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("topic table JSON");
+    let t = &v["topicConfigTable"][topic];
+    let queues = match t.is_null() {
+        true => "no such topic".to_string(),
+        false => format!("{}/{}", t["readQueueNums"], t["writeQueueNums"]),
+    };
+    let r = client
+        .invoke(
+            RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
+                .with_ext("consumerGroup", group)
+                .with_ext("topic", topic)
+                .with_ext("queueId", "3"),
+            RPC_TIMEOUT,
+        )
+        .await
+        .expect("QUERY_CONSUMER_OFFSET answered");
+    let offset = match r.code {
+        rc::SUCCESS => r.ext("offset").and_then(|o| o.parse().ok()).unwrap_or(-2),
+        _ => -1,
+    };
+    (queues, offset)
+}
+
+/// RocketMQ keeps `<file>.bak` beside each config file and loads it when the file is missing,
+/// empty or damaged. A torn `topics.json` and a garbled `consumerOffset.json` (a disk that lied
+/// about a flush, a bad copy of the store) must not lose the topics or the committed offsets: the
+/// broker starts from the backups, says so naming the files, and moves the damaged ones aside.
+/// With the backup damaged too it refuses to start, naming both, and changes nothing.
+#[test]
+fn damaged_config_files_fall_back_to_their_backups() {
+    let name = "damaged_config_files_fall_back_to_their_backups";
+    bounded(name, Duration::from_secs(120), move |cleanup| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("store");
+        let env = BrokerEnv::new(&root);
+        let rt = runtime();
+        let (topic, group) = ("BackedUpTopic", "backed-up-group");
+
+        let mut broker = Broker::start(&cleanup, &env);
+        rt.block_on(async {
+            let client = RemotingClient::connect(&broker.addr)
+                .await
+                .expect("connect");
+            let create = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
+                .with_ext("topic", topic)
+                .with_ext("defaultTopic", "TBW102")
+                .with_ext("readQueueNums", "8")
+                .with_ext("writeQueueNums", "8")
+                .with_ext("perm", "6")
+                .with_ext("topicFilterType", "SINGLE_TAG");
+            let r = client.invoke(create, RPC_TIMEOUT).await.expect("create");
+            assert_eq!(r.code, rc::SUCCESS, "create {topic}: {}", describe(&r));
+            let commit = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
+                .with_ext("consumerGroup", group)
+                .with_ext("topic", topic)
+                .with_ext("queueId", "3")
+                .with_ext("commitOffset", "42");
+            let r = client.invoke(commit, RPC_TIMEOUT).await.expect("commit");
+            assert_eq!(r.code, rc::SUCCESS, "commit offset: {}", describe(&r));
+        });
+        broker.stop_cleanly();
+        // A second run's stop writes every table again: each backup now holds the same tables.
+        let mut broker = Broker::start(&cleanup, &env);
+        let before = rt.block_on(topic_queues_and_offset(&broker.addr, topic, group));
+        assert_eq!(before, ("8/8".to_string(), 42), "after a restart");
+        broker.stop_cleanly();
+
+        let topics = config_file(&root, "topics.json");
+        let offsets = config_file(&root, "consumerOffset.json");
+        for f in [&topics, &offsets] {
+            assert!(
+                fsutil_bak(f).exists(),
+                "{} has no backup beside it",
+                f.display()
+            );
+        }
+        // A torn write: only the first half of topics.json; garbage in consumerOffset.json.
+        let text = std::fs::read(&topics).expect("topics.json");
+        std::fs::write(&topics, &text[..text.len() / 2]).expect("tear topics.json");
+        std::fs::write(&offsets, b"\0\0\0\0 not json").expect("garble consumerOffset.json");
+
+        let mut broker = Broker::start(&cleanup, &env);
+        let after = rt.block_on(topic_queues_and_offset(&broker.addr, topic, group));
+        assert_eq!(after, before, "from the backups; log:\n{}", broker.tail(30));
+        let out = broker.output();
+        for f in ["topics.json", "consumerOffset.json"] {
+            assert!(
+                out.lines().any(|l| l.contains("ERROR")
+                    && l.contains("config file does not parse")
+                    && l.contains(&format!("{f}.bak"))),
+                "no ERROR naming {f} and its backup; log:\n{}",
+                broker.tail(30)
+            );
+            let aside = config_file(&root, &format!("{f}.corrupt"));
+            assert!(aside.exists(), "{} was not kept", aside.display());
+        }
+        broker.stop_cleanly();
+        let after_stop = std::fs::read_to_string(&topics).expect("topics.json rewritten at stop");
+        assert!(after_stop.contains(topic), "{after_stop}");
+
+        // Both damaged: a refused start that names both files and moves nothing.
+        std::fs::write(&topics, b"{\"topicConfigTable\":").expect("damage topics.json");
+        std::fs::write(fsutil_bak(&topics), b"{").expect("damage topics.json.bak");
+        let mut broker = Broker::spawn(&cleanup, &env);
+        let st = broker.wait_exit(START_LIMIT).unwrap_or_else(|| {
+            panic!(
+                "a broker with no usable topics.json is still running; output:\n{}",
+                broker.output()
+            )
+        });
+        let out = broker.output();
+        assert!(!st.success(), "exit {st}; output:\n{out}");
+        assert!(
+            out.contains(topics.to_str().unwrap())
+                && out.contains(fsutil_bak(&topics).to_str().unwrap())
+                && out.contains("does not parse either"),
+            "the refusal must name topics.json and its backup; output:\n{out}"
+        );
+        assert_eq!(
+            std::fs::read(&topics).expect("topics.json left in place"),
+            b"{\"topicConfigTable\":"
+        );
+    });
+}
+
+/// `<file>.bak`.
+fn fsutil_bak(f: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.bak", f.display()))
+}
+
 /// Newest file of `consumequeue/<TOPIC>/<q>/`.
 fn last_cq_file(root: &Path, q: i32) -> PathBuf {
     let dir = root.join("consumequeue").join(TOPIC).join(q.to_string());
@@ -2072,12 +2224,12 @@ fn cq_file_names(root: &Path, q: i32) -> Vec<String> {
     v
 }
 
-/// T5(d): a clean stop, the newest ConsumeQueue file of three queues deleted (one of them its only
-/// file), a start: the queues are rebuilt from the CommitLog with the same offsets and messages,
-/// and new sends continue at the next offset.
+/// T5(d): a clean stop, the newest ConsumeQueue file of two queues deleted (one of them its only
+/// file) and a middle one of a third, a start: the queues are rebuilt from the CommitLog with the
+/// same offsets and messages, and new sends continue at the next offset.
 #[test]
-fn deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets() {
-    let name = "deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets";
+fn deleted_last_or_middle_consume_queue_file_is_rebuilt_with_the_same_offsets() {
+    let name = "deleted_last_or_middle_consume_queue_file_is_rebuilt_with_the_same_offsets";
     bounded(name, Duration::from_secs(90), move |cleanup| {
         // 100 units per ConsumeQueue file.
         let cq_size = 100 * 20;
@@ -2121,11 +2273,24 @@ fn deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets() {
             1,
             "queue 2 has a single ConsumeQueue file"
         );
-        for q in 0..3 {
+        assert_eq!(
+            names_before[1].len(),
+            3,
+            "queue 1 spans 3 ConsumeQueue files"
+        );
+        for q in [0, 2] {
             let f = last_cq_file(&root, q);
             std::fs::remove_file(&f).expect("delete the last ConsumeQueue file");
             eprintln!("deleted {}", f.display());
         }
+        // Queue 1's middle file: the queue must not stop at the gap, nor refuse the start.
+        let middle = root
+            .join("consumequeue")
+            .join(TOPIC)
+            .join("1")
+            .join(&names_before[1][1]);
+        std::fs::remove_file(&middle).expect("delete a middle ConsumeQueue file");
+        eprintln!("deleted {}", middle.display());
 
         let mut broker = Broker::start(&cleanup, &env);
         assert_not_abnormal_start(&broker);

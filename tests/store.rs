@@ -982,6 +982,64 @@ async fn push_back(store: &Store, files: usize) {
     }
 }
 
+/// A middle ConsumeQueue file is lost after a clean stop (the queue's records lie behind the 3
+/// CommitLog files normal recovery scans): the start neither refuses nor serves the queue up to
+/// the gap only — it cuts the queue at the gap and rebuilds the rest from the CommitLog, gap
+/// included, with the same offsets, and the files come back under their names.
+#[actix::test]
+async fn a_deleted_middle_consume_queue_file_is_rebuilt_with_the_same_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
+    let qdir = dir.path().join("consumequeue/Gap/0");
+    let names = || {
+        let mut v: Vec<_> = std::fs::read_dir(&qdir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = {
+        let store = open(dir.path(), &clock, tweak).await;
+        for i in 0..35u32 {
+            store
+                .put(msg("Gap", 0, format!("m{i}").as_bytes(), &[]))
+                .await
+                .unwrap();
+        }
+        push_back(&store, 4).await;
+        settle(&store).await;
+        let before = all(&store, "Gap", 0);
+        store.shutdown().await.unwrap();
+        before
+    };
+    assert_eq!(before.len(), 35);
+    let names_before = names();
+    assert_eq!(names_before.len(), 4);
+    std::fs::remove_file(qdir.join(&names_before[1])).unwrap();
+
+    let store = open(dir.path(), &clock, tweak).await;
+    settle(&store).await;
+    assert_eq!(
+        all(&store, "Gap", 0),
+        before,
+        "same messages at the same offsets"
+    );
+    assert_eq!(
+        names(),
+        names_before,
+        "the files come back under their names"
+    );
+    let next = store.put(msg("Gap", 0, b"after", &[])).await.unwrap();
+    assert_eq!(
+        next.queue_offset,
+        QueueOffset(35),
+        "no offset handed out twice"
+    );
+    store.shutdown().await.unwrap();
+}
+
 /// A queue's whole ConsumeQueue directory is lost after a clean stop, and its records lie in a
 /// CommitLog file older than the 3 newest: the persisted queue table says the queue had 25 units,
 /// so it is rebuilt from the CommitLog's start with the same offsets, new sends continue at 25,
@@ -1144,6 +1202,63 @@ async fn a_deleted_topic_stays_deleted_after_abnormal_and_clean_restarts() {
     let store = abnormal().await;
     assert_eq!(all(&store, "Gone", 0), [(QueueOffset(0), b"new0".to_vec())]);
     assert_eq!(all(&store, "Other", 0).len(), 1);
+    store.shutdown().await.unwrap();
+}
+
+/// A checkpoint of the wrong size (a foreign tool, a damaged file system) does not stop the
+/// start, and is not trusted either: it is moved aside, and the store recovers as after a machine
+/// crash from the first CommitLog file — the index rebuilt, every message and key found.
+#[actix::test]
+async fn a_checkpoint_of_the_wrong_size_is_replaced_and_recovery_starts_from_the_first_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let before = {
+        let store = open(dir.path(), &clock, |_| {}).await;
+        for i in 0..20u32 {
+            let key = format!("ck-{i}");
+            store
+                .put(msg("Ck", 0, key.as_bytes(), &[(keys::KEYS, &key)]))
+                .await
+                .unwrap();
+        }
+        push_back(&store, 4).await;
+        settle(&store).await;
+        let before = all(&store, "Ck", 0);
+        store.shutdown().await.unwrap();
+        before
+    };
+    let cp = dir.path().join("checkpoint");
+    let fields = std::fs::read(&cp).unwrap()[..40].to_vec();
+    std::fs::write(&cp, &fields).unwrap();
+
+    let store = open(dir.path(), &clock, |_| {}).await;
+    settle(&store).await;
+    assert!(store.report.abnormal, "recovered as after a crash");
+    assert_eq!(store.report.scan_from, 0, "from the first CommitLog file");
+    assert_eq!(
+        store.report.redispatch_bytes, store.report.commit_log_end,
+        "everything dispatched again"
+    );
+    assert_eq!(all(&store, "Ck", 0), before);
+    let idx = store.index().expect("index enabled");
+    for i in 0..20 {
+        let key = format!("ck-{i}");
+        assert_eq!(
+            idx.query("Ck", &key, 64, 0, i64::MAX).phy_offsets.len(),
+            1,
+            "{key} in the rebuilt index"
+        );
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("checkpoint.corrupt")).unwrap(),
+        fields
+    );
+    assert_eq!(std::fs::metadata(&cp).unwrap().len(), 4096);
+    store.shutdown().await.unwrap();
+    // The next start is a normal one.
+    let store = open(dir.path(), &clock, |_| {}).await;
+    assert!(!store.report.abnormal);
+    assert_eq!(all(&store, "Ck", 0), before);
     store.shutdown().await.unwrap();
 }
 

@@ -20,7 +20,8 @@
 //!   temporary name, sized and fsynced, then renamed (and the directory fsynced), so a crash during
 //!   creation never leaves a short file that would block the next start;
 //! * a file of any other size is refused with an error naming it (we do not guess what a foreign
-//!   or damaged file meant);
+//!   or damaged file meant); the store then moves it aside and recovers from the first CommitLog
+//!   file, trusting no checkpointed time;
 //! * values only reach the disk through [`Checkpoint::flush`], which writes all 40 field bytes and
 //!   returns only after `fdatasync` succeeded.
 //!

@@ -712,7 +712,10 @@ impl ConsumeQueueStore {
         let (new_topic, new_queue) = (!topic_dir.exists(), !dir.exists());
         // Name the directory: on a full ext4 or xfs disk, the `mkdir` of a new queue is what
         // fails first (a directory needs a block), and the error alone names no path.
-        let files = MappedFileQueue::load(&dir, self.file_size).map_err(|e| {
+        // A file missing between two others (an operator, a disk fault) cuts the queue at the
+        // gap: the later files go, and recovery finds the queue shorter than the queue table and
+        // rebuilds it from the CommitLog (see `queue_table`), gap included.
+        let (files, cut) = MappedFileQueue::load_cut_at_gap(&dir, self.file_size).map_err(|e| {
             if new_queue {
                 io::Error::new(
                     e.kind(),
@@ -722,6 +725,15 @@ impl ConsumeQueueStore {
                 e
             }
         })?;
+        if let Some(first) = cut.first() {
+            tracing::error!(
+                dir = %dir.display(),
+                missing_before = %first.display(),
+                removed = cut.len(),
+                "a ConsumeQueue file is missing between two others; the files after the gap are \
+                 removed and the queue is rebuilt from the CommitLog"
+            );
+        }
         // RocketMQ makes ConsumeQueue files on demand: the last one on disk is the one units go on
         // in (see `MappedFileQueue::reserve_last`).
         files.reserve_last()?;

@@ -38,9 +38,29 @@ pub struct FileQueueView {
 
 impl MappedFileQueue {
     /// Loads every file in `dir` (sorted by name). A file whose length differs from `file_size`
-    /// is an error naming it; a name that is not a 20-digit offset is skipped. Positions are set
-    /// to "full" as RocketMQ does; recovery then fixes the tail.
+    /// is an error naming it; a name that is not a 20-digit offset is skipped; a file missing
+    /// between two others is an error naming both (the CommitLog: those bytes are gone). Positions
+    /// are set to "full" as RocketMQ does; recovery then fixes the tail.
     pub fn load(dir: &Path, file_size: u64) -> io::Result<MappedFileQueue> {
+        Ok(Self::load_with(dir, file_size, false)?.0)
+    }
+
+    /// [`MappedFileQueue::load`] for data that can be derived again (a ConsumeQueue, rebuilt
+    /// from the CommitLog): a file missing between two others cuts the queue there instead — the
+    /// files after the gap are deleted and their paths returned, so the queue ends where its
+    /// contiguous part does and recovery rebuilds the rest.
+    pub fn load_cut_at_gap(
+        dir: &Path,
+        file_size: u64,
+    ) -> io::Result<(MappedFileQueue, Vec<PathBuf>)> {
+        Self::load_with(dir, file_size, true)
+    }
+
+    fn load_with(
+        dir: &Path,
+        file_size: u64,
+        cut_at_gap: bool,
+    ) -> io::Result<(MappedFileQueue, Vec<PathBuf>)> {
         std::fs::create_dir_all(dir)?;
         let mut names: Vec<(u64, PathBuf)> = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -78,23 +98,35 @@ impl MappedFileQueue {
             f.set_positions(file_size);
             files.push(Arc::new(f));
         }
-        for w in files.windows(2) {
-            if w[1].file_from_offset() != w[0].file_from_offset() + file_size {
+        let gap = files
+            .windows(2)
+            .position(|w| w[1].file_from_offset() != w[0].file_from_offset() + file_size);
+        let mut cut = Vec::new();
+        if let Some(i) = gap {
+            if !cut_at_gap {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
                         "{}: not adjacent to {} (a file is missing between them)",
-                        w[1].path().display(),
-                        w[0].path().display()
+                        files[i + 1].path().display(),
+                        files[i].path().display()
                     ),
                 ));
             }
+            for f in files.split_off(i + 1) {
+                let path = f.path().to_path_buf();
+                // Unmapped first (this is the only reference), then removed.
+                drop(f);
+                std::fs::remove_file(&path)?;
+                cut.push(path);
+            }
         }
-        Ok(MappedFileQueue {
+        let q = MappedFileQueue {
             dir: dir.to_path_buf(),
             file_size,
             files: Arc::new(ArcSwap::from_pointee(files)),
-        })
+        };
+        Ok((q, cut))
     }
 
     /// Reserves the blocks of the last file, the one appends continue in. Ours are fully
@@ -491,5 +523,34 @@ mod tests {
         MappedFile::create(dir.path(), 8192, 4096, Warm::No).unwrap();
         let e = MappedFileQueue::load(dir.path(), 4096).err().unwrap();
         assert!(e.to_string().contains("00000000000000008192"), "{e}");
+        assert!(
+            dir.path().join("00000000000000008192").exists(),
+            "a refusal removes nothing"
+        );
+    }
+
+    #[test]
+    fn load_cut_at_gap_keeps_the_contiguous_part_and_deletes_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        q.create_and_push(0, Warm::No).unwrap();
+        q.create_and_push(4096, Warm::No).unwrap();
+        drop(q);
+        for from in [12288, 16384] {
+            MappedFile::create(dir.path(), from, 4096, Warm::No).unwrap();
+        }
+        let (q, cut) = MappedFileQueue::load_cut_at_gap(dir.path(), 4096).unwrap();
+        assert_eq!(q.files().len(), 2);
+        assert_eq!(q.max_offset(), 8192);
+        let names: Vec<_> = cut
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["00000000000000012288", "00000000000000016384"]);
+        assert!(cut.iter().all(|p| !p.exists()));
+        // Without a gap nothing is cut.
+        drop(q);
+        let (q, cut) = MappedFileQueue::load_cut_at_gap(dir.path(), 4096).unwrap();
+        assert_eq!((q.files().len(), cut.len()), (2, 0));
     }
 }

@@ -8,10 +8,11 @@
 //! published to [`MetaView`] (read lock-free by every connection) and the registrar is asked to
 //! register again.
 //!
-//! Invariant: files are written atomically (temp file, fsync, rename); the tables in memory are
-//! the truth and the published snapshot is never behind a reply.
+//! Invariant: files are written atomically (temp file, fsync, rename), each keeping the version
+//! it replaces as `<file>.bak`, which a start uses when the file is missing, empty or damaged;
+//! the tables in memory are the truth and the published snapshot is never behind a reply.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ use actormq_core::meta::{
 };
 use arc_swap::ArcSwap;
 
-use crate::fsutil::write_atomically;
+use crate::fsutil::{load_with_backup, write_with_backup};
 use crate::metered::{Metered, Reply, Serve, Service};
 
 /// Lock-free, read-only view of topics and groups for request handling.
@@ -81,23 +82,17 @@ pub struct Metadata {
     on_topic_change: Option<Box<dyn Fn() + Send + 'static>>,
 }
 
-fn load_json<T: Default + for<'de> serde::Deserialize<'de>>(path: &PathBuf) -> std::io::Result<T> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if text.trim().is_empty() => Ok(T::default()),
-        Ok(text) => meta::from_java_json(&text).map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{}: {e}", path.display()),
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(e) => Err(e),
-    }
+/// A table from its file, or its `.bak` (see [`load_with_backup`]); neither = empty.
+fn load_json<T: Default + for<'de> serde::Deserialize<'de>>(path: &Path) -> std::io::Result<T> {
+    Ok(load_with_backup(path, meta::from_java_json::<T>)?
+        .into_option()
+        .unwrap_or_default())
 }
 
 impl Metadata {
-    /// Loads `topics.json`, `subscriptionGroup.json`, `consumerOffset.json` from `dir` (missing
-    /// files = empty) and adds the broker's default topics (spec §12).
+    /// Loads `topics.json`, `subscriptionGroup.json`, `consumerOffset.json` from `dir` (each
+    /// falling back to its `.bak`; neither = empty) and adds the broker's default topics (spec
+    /// §12).
     pub fn load(
         dir: PathBuf,
         settings: MetaSettings,
@@ -173,7 +168,7 @@ impl Metadata {
     fn topics_changed(&mut self) -> std::io::Result<()> {
         self.topics.data_version.next(self.clock.now_ms());
         self.publish();
-        write_atomically(
+        write_with_backup(
             &self.dir.join("topics.json"),
             meta::to_json(&self.topics).as_bytes(),
         )?;
@@ -186,7 +181,7 @@ impl Metadata {
     fn groups_changed(&mut self) -> std::io::Result<()> {
         self.groups.data_version.next(self.clock.now_ms());
         self.publish();
-        write_atomically(
+        write_with_backup(
             &self.dir.join("subscriptionGroup.json"),
             meta::to_json(&self.groups).as_bytes(),
         )
@@ -196,7 +191,7 @@ impl Metadata {
         if !self.offsets_dirty {
             return Ok(());
         }
-        write_atomically(
+        write_with_backup(
             &self.dir.join("consumerOffset.json"),
             meta::to_json(&self.offsets).as_bytes(),
         )?;
@@ -388,11 +383,11 @@ impl Serve<PersistAll> for Metadata {
     fn serve(&mut self, _: PersistAll, _: &mut Context<Metered<Self>>) -> Self::Reply {
         self.offsets_dirty = true;
         self.persist_offsets()?;
-        write_atomically(
+        write_with_backup(
             &self.dir.join("topics.json"),
             meta::to_json(&self.topics).as_bytes(),
         )?;
-        write_atomically(
+        write_with_backup(
             &self.dir.join("subscriptionGroup.json"),
             meta::to_json(&self.groups).as_bytes(),
         )

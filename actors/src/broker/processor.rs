@@ -407,6 +407,14 @@ impl BrokerProcessor {
             rq::UNLOCK_BATCH_MQ => core.unlock_batch(req),
             rq::UPDATE_AND_CREATE_TOPIC => core.create_topic(req),
             rq::GET_BROKER_RUNTIME_INFO => Handled::Reply(core.runtime_info(&req)),
+            // The tables as the config files hold them (TopicConfigSerializeWrapper,
+            // SubscriptionGroupWrapper): what a slave and `mqadmin` read.
+            rq::GET_ALL_TOPIC_CONFIG => Handled::Reply(
+                ok(&req).with_body(meta::to_json(&*core.meta_view.topics()).into_bytes()),
+            ),
+            rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => Handled::Reply(
+                ok(&req).with_body(meta::to_json(&*core.meta_view.groups()).into_bytes()),
+            ),
             c if super::admin::ADMIN_CODES.contains(&c) => core.admin(req, &conn.peer.to_string()),
             code => Handled::Reply(reply(
                 &req,

@@ -64,7 +64,7 @@ use actormq_core::store::transient_pool::TransientStorePool;
 use actormq_core::store::validate::check_send_topic;
 
 use crate::metered::{start_on, start_with, ActorRef};
-use actormq_core::store::checkpoint::Checkpoint;
+use actormq_core::store::checkpoint::{Checkpoint, CheckpointError, CHECKPOINT_FILE_SIZE};
 use actormq_core::store::recovery::{
     abnormal_recovery_min_timestamp, abnormal_recovery_start_file,
 };
@@ -451,6 +451,40 @@ impl Drop for Started {
     }
 }
 
+/// Opens the checkpoint; one of the wrong size (RocketMQ maps a page and tolerates any size; a
+/// foreign tool or a damaged file system leaves others) is moved to `checkpoint.corrupt` and
+/// replaced by a zeroed one, with an ERROR. Returns whether it was replaced.
+fn open_checkpoint(path: &Path) -> std::io::Result<(Checkpoint, bool)> {
+    match Checkpoint::open(path) {
+        Ok(c) => Ok((c, false)),
+        Err(CheckpointError::WrongSize { len, .. }) => {
+            let aside = crate::fsutil::corrupt_path(path);
+            std::fs::rename(path, &aside).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: {len} bytes, not {CHECKPOINT_FILE_SIZE}; it cannot be moved to {}: \
+                         {e}",
+                        path.display(),
+                        aside.display()
+                    ),
+                )
+            })?;
+            tracing::error!(
+                file = %path.display(),
+                len,
+                moved_to = %aside.display(),
+                "checkpoint is not {CHECKPOINT_FILE_SIZE} bytes; it says nothing reliable about \
+                 what was flushed: recovering from the first CommitLog file as after a crash, \
+                 and rebuilding the index"
+            );
+            let c = Checkpoint::open(path).map_err(std::io::Error::other)?;
+            Ok((c, true))
+        }
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
 impl Store {
     /// Opens (recovering if needed) the store under `params.root` and starts its actors.
     pub async fn open(params: StoreParams, clock: SharedClock) -> std::io::Result<Store> {
@@ -506,8 +540,15 @@ impl Store {
             warm: Warm::No,
         };
         let state = Arc::new(StoreState::default());
-        let mut checkpoint =
-            Checkpoint::open(&params.root.join("checkpoint")).map_err(std::io::Error::other)?;
+        let (mut checkpoint, checkpoint_replaced) =
+            open_checkpoint(&params.root.join("checkpoint"))?;
+        // A checkpoint that had to be replaced vouches for nothing: recover as after a machine
+        // crash, from the first CommitLog file (its zero times), and rebuild the index.
+        let previous = match (checkpoint_replaced, previous) {
+            (true, PreviousRun::Clean) => PreviousRun::Crashed,
+            (_, p) => p,
+        };
+        let abnormal = abnormal || checkpoint_replaced;
         let mut log = CommitLog::new(cl_cfg, files);
         // Normal recovery starts at the third-last file; abnormal recovery (the abort file was
         // left behind) at the newest file whose first record is older than what the checkpoint

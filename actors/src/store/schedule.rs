@@ -1,10 +1,12 @@
 //! `ScheduleDelivery` — delivers delayed messages when due (RocketMQ's ScheduleMessageService).
 //!
 //! Owns the per-level progress (next ConsumeQueue offset of `SCHEDULE_TOPIC_XXXX` queue
-//! `level - 1`), persisted to `config/delayOffset.json` every `flushDelayOffsetInterval` and at
-//! stop. In: ticks (every `tick`), [`GetDelayOffsets`]. Out: one `AppendBatch` per tick to the
-//! CommitLog writer with every message that came due, levels in order; progress advances only for
-//! messages the writer accepted, so a failure is retried on the next tick.
+//! `level - 1`), persisted to `config/delayOffset.json` (keeping the version it replaces as
+//! `delayOffset.json.bak`, loaded when the file is missing or damaged) every
+//! `flushDelayOffsetInterval` and at stop. In: ticks (every `tick`), [`GetDelayOffsets`]. Out:
+//! one `AppendBatch` per tick to the CommitLog writer with every message that came due, levels in
+//! order; progress advances only for messages the writer accepted, so a failure is retried on the
+//! next tick.
 //!
 //! Invariant: the persisted progress never counts a delivery the CommitLog has not flushed. The
 //! writer accepts an append before it is on disk; RocketMQ persists the progress as it is, so a
@@ -136,8 +138,8 @@ impl DurableProgress {
 }
 
 impl ScheduleDelivery {
-    /// Loads progress from `config/delayOffset.json` under the store root (missing file = start
-    /// at 0; clamped into each queue's range). Levels, tick and persist interval come from
+    /// Loads progress from `config/delayOffset.json` under the store root, or its `.bak` (neither
+    /// = start at 0; clamped into each queue's range). Levels, tick and persist interval come from
     /// `params`; `state` gives the flushed position.
     pub fn new(
         reader: StoreReader,
@@ -149,16 +151,9 @@ impl ScheduleDelivery {
         let path = params.root.join("config").join("delayOffset.json");
         let levels_ms = params.delay_levels_ms.clone();
         let (tick, persist_every) = (params.schedule_tick, params.flush_delay_offset_interval);
-        let offsets = match std::fs::read_to_string(&path) {
-            Ok(text) => DelayOffsets::from_json(&text).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => DelayOffsets::default(),
-            Err(e) => return Err(e),
-        };
+        let offsets = crate::fsutil::load_with_backup(&path, DelayOffsets::from_json)?
+            .into_option()
+            .unwrap_or_default();
         let mut s = ScheduleDelivery {
             reader,
             writer,
@@ -192,7 +187,7 @@ impl ScheduleDelivery {
         let durable = self
             .durable
             .advance(&self.offsets, self.delivered_end, self.state.flushed());
-        crate::fsutil::write_atomically(&self.path, durable.to_json().as_bytes())
+        crate::fsutil::write_with_backup(&self.path, durable.to_json().as_bytes())
     }
 
     /// Collects due messages of every level, in level order, from the recorded progress; `None`
