@@ -32,15 +32,20 @@ async fn produce(namesrv: &str, topic: &str, extra: &[&str]) -> ProduceReport {
         .unwrap_or_else(|e| panic!("produce {argv:?}: {e:#}"))
 }
 
-async fn consume(namesrv: &str, topic: &str) -> ConsumeReport {
+/// Consumes `topic` until `expected` messages have arrived (or 10 s pass with none): dispatch
+/// follows the acknowledgements asynchronously, so a short idle bound alone could stop early.
+async fn consume(namesrv: &str, topic: &str, expected: u64) -> ConsumeReport {
+    let expected = expected.to_string();
     let argv = [
         "-n",
         namesrv,
         "--topic",
         topic,
         "--quiet",
+        "--count",
+        &expected,
         "--idle",
-        "1",
+        "10",
         "--check-crc",
         "--batch-size",
         "32",
@@ -85,7 +90,7 @@ fn async_and_batch_produce_are_all_acknowledged_and_consumed() {
         assert!(r.target.via_default_topic, "BenchAsync had no route yet");
         assert_eq!(r.target.queues, 4, "Java's defaultTopicQueueNums");
         assert_eq!(r.target.broker_addr, b.broker_addr);
-        let c = consume(&ns, "BenchAsync").await;
+        let c = consume(&ns, "BenchAsync", 2000).await;
         assert_consumed_exactly(&c, 2000, 256);
         assert_eq!(c.target.queues, 4);
 
@@ -105,14 +110,14 @@ fn async_and_batch_produce_are_all_acknowledged_and_consumed() {
             Some(252),
             "one sample per request"
         );
-        let c = consume(&ns, "BenchBatch").await;
+        let c = consume(&ns, "BenchBatch", 2000).await;
         assert_consumed_exactly(&c, 2000, 100);
 
         // Sending again to the now-existing topic uses its own route, and consume sees both runs.
         let r = produce(&ns, "BenchAsync", &["--count", "500", "--size", "256"]).await;
         assert_clean_produce(&r, 500);
         assert!(!r.target.via_default_topic);
-        let c = consume(&ns, "BenchAsync").await;
+        let c = consume(&ns, "BenchAsync", 2500).await;
         assert_consumed_exactly(&c, 2500, 256);
         stop_broker(b);
     });
@@ -148,7 +153,7 @@ fn sync_v1_binary_header_and_oneway_sends_are_consumed() {
         let r = produce(&ns, "BenchSync", &["--count", "300", "--mode", "oneway"]).await;
         assert_eq!((r.sent, r.acked), (300, 300));
         assert!(r.latency.is_none() && r.errors.is_empty());
-        let c = consume(&ns, "BenchSync").await;
+        let c = consume(&ns, "BenchSync", 600).await;
         assert_consumed_exactly(&c, 600, 1024);
         stop_broker(b);
     });

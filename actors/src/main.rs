@@ -286,7 +286,9 @@ fn run_broker(cli: BrokerCli) -> anyhow::Result<()> {
         );
         tokio::pin!(start);
         let broker = tokio::select! {
-            b = &mut start => b?,
+            // A stop asked for wins over a start finishing in the same poll: systemd is then
+            // told STOPPING, never READY after it sent the stop.
+            biased;
             () = signals.wait() => {
                 // Recovery is not cut short (its next attempt would redo it); the stop that was
                 // asked for follows the start, so the next start takes the normal path.
@@ -294,6 +296,7 @@ fn run_broker(cli: BrokerCli) -> anyhow::Result<()> {
                 systemd_notify(&[sd_notify::NotifyState::Stopping]);
                 return start.await?.stop().await;
             }
+            b = &mut start => b?,
         };
         // Only now: recovery and its re-dispatch are done, the port is open, and registration
         // with the name servers has been sent.
