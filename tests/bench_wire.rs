@@ -9,10 +9,14 @@
 
 mod common;
 
+use std::time::Duration;
+
 use actormq::bench_wire::{
     run_consume, run_produce, ConsumeArgs, ConsumeReport, ErrorSource, ProduceArgs, ProduceReport,
 };
-use actormq_core::protocol::codes::response_code;
+use actormq::remoting::client::RemotingClient;
+use actormq_core::protocol::codes::{request_code, response_code};
+use actormq_core::protocol::command::RemotingCommand;
 use common::{broker, run_bounded, stop_broker};
 
 async fn produce(namesrv: &str, topic: &str, extra: &[&str]) -> ProduceReport {
@@ -51,9 +55,29 @@ async fn consume(namesrv: &str, topic: &str, expected: u64) -> ConsumeReport {
         "32",
     ];
     let args = ConsumeArgs::parse(&argv).expect("consume args");
-    run_consume(&args)
+    let report = run_consume(&args)
         .await
-        .unwrap_or_else(|e| panic!("consume {argv:?}: {e:#}"))
+        .unwrap_or_else(|e| panic!("consume {argv:?}: {e:#}"));
+    // Stopping at the count would hide extra (say, duplicated) messages: the broker must hold
+    // exactly that many.
+    let client = RemotingClient::connect(&report.target.broker_addr)
+        .await
+        .expect("connect to the broker");
+    let mut stored = 0u64;
+    for q in 0..report.target.queues {
+        let r = client
+            .invoke(
+                RemotingCommand::new_request(request_code::GET_MAX_OFFSET)
+                    .with_ext("topic", topic)
+                    .with_ext("queueId", q.to_string()),
+                Duration::from_secs(10),
+            )
+            .await
+            .expect("GET_MAX_OFFSET answered");
+        stored += r.ext("offset").and_then(|o| o.parse::<u64>().ok()).expect("offset");
+    }
+    assert_eq!(stored.to_string(), expected, "messages stored in {topic}");
+    report
 }
 
 fn assert_clean_produce(r: &ProduceReport, n: u64) {
