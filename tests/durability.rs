@@ -2165,7 +2165,7 @@ fn damaged_config_files_fall_back_to_their_backups() {
         for f in ["topics.json", "consumerOffset.json"] {
             assert!(
                 out.lines().any(|l| l.contains("ERROR")
-                    && l.contains("config file does not parse")
+                    && l.contains("config file is empty or does not parse")
                     && l.contains(&format!("{f}.bak"))),
                 "no ERROR naming {f} and its backup; log:\n{}",
                 broker.tail(30)

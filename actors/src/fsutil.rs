@@ -117,10 +117,11 @@ fn read_config(path: &Path) -> Result<Option<String>, Result<String, std::io::Er
 /// `ConfigManager.load` does: the main file if it parses; otherwise (missing, empty, or
 /// unparsable) its `<file>.bak`. Differences, both so that no table is lost silently:
 ///
-/// - an unparsable main file with no usable backup refuses the start (RocketMQ starts with empty
-///   tables), with an error naming the file, the parse error and the missing backup;
-/// - an unparsable main file is moved to `<file>.corrupt` rather than deleted (RocketMQ), and
-///   only once the backup has parsed: a refused start leaves every file as it was.
+/// - an empty or unparsable main file with no usable backup refuses the start (RocketMQ starts
+///   with empty tables), with an error naming the file, what is wrong and the missing backup;
+/// - an empty or unparsable main file is moved to `<file>.corrupt` rather than deleted
+///   (RocketMQ), and only once the backup has parsed: a refused start leaves every file as it
+///   was.
 ///
 /// A backup that does not parse refuses the start (as in RocketMQ). An unreadable file (not
 /// "missing") is an error too.
@@ -129,16 +130,15 @@ pub fn load_with_backup<T, E: std::fmt::Display>(
     parse: impl Fn(&str) -> Result<T, E>,
 ) -> std::io::Result<Loaded<T>> {
     let invalid = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidData, msg);
-    // Why the main file is not used: `None` if it is missing or empty, else the parse error.
+    // Why the main file is not used: `None` if it is missing, else what is wrong with it. An
+    // empty file is damage too (neither RocketMQ nor this broker writes one): left in place, the
+    // next write would make it the backup.
     let main_error = match read_config(path) {
         Ok(Some(text)) if !text.trim().is_empty() => match parse(&text) {
             Ok(v) => return Ok(Loaded::Main(v)),
             Err(e) => Some(e.to_string()),
         },
-        Ok(Some(_)) => {
-            tracing::warn!(file = %path.display(), "config file is empty; trying its backup");
-            None
-        }
+        Ok(Some(_)) => Some("the file is empty".to_string()),
         Ok(None) => None,
         Err(Ok(reason)) => Some(reason),
         Err(Err(e)) => return Err(e),
@@ -157,7 +157,7 @@ pub fn load_with_backup<T, E: std::fmt::Display>(
             tracing::warn!(
                 file = %path.display(),
                 backup = %bak.display(),
-                "config file missing or empty; loaded its backup (the last version before it)"
+                "config file missing; loaded its backup (the last version before it)"
             );
             Ok(Loaded::Backup(v))
         }
@@ -179,14 +179,14 @@ pub fn load_with_backup<T, E: std::fmt::Display>(
                 error = %main,
                 backup = %bak.display(),
                 moved_to = %aside.display(),
-                "config file does not parse; loaded its backup (the last version before it) and \
-                 moved the damaged file aside"
+                "config file is empty or does not parse; loaded its backup (the last version \
+                 before it) and moved the damaged file aside"
             );
             Ok(Loaded::Backup(v))
         }
         (None, Err(Some(b))) => Err(invalid(format!(
-            "{} is missing or empty and its backup {} does not parse: {b}; fix or remove the \
-             backup to start",
+            "{} is missing and its backup {} does not parse: {b}; fix or remove the backup to \
+             start",
             path.display(),
             bak.display()
         ))),
@@ -330,20 +330,35 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_or_empty_main_file_takes_the_backup_and_neither_means_empty_tables() {
+    fn a_missing_main_file_takes_the_backup_and_neither_means_empty_tables() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("topics.json");
         assert_eq!(load(&f).unwrap(), Loaded::Nothing);
-        std::fs::write(&f, b"  \n").unwrap();
-        assert_eq!(load(&f).unwrap(), Loaded::Nothing);
         // RocketMQ's persist moves the main file to the backup before writing the new one: a
         // crash in between leaves only the backup.
-        std::fs::rename(&f, backup_path(&f)).unwrap();
         std::fs::write(backup_path(&f), b"{5}").unwrap();
         assert_eq!(load(&f).unwrap(), Loaded::Backup(5));
-        std::fs::write(&f, b"").unwrap();
-        assert_eq!(load(&f).unwrap(), Loaded::Backup(5));
-        assert!(f.exists(), "an empty main file is left in place");
+        // An empty backup is no backup (RocketMQ).
+        std::fs::write(backup_path(&f), b"").unwrap();
+        assert_eq!(load(&f).unwrap(), Loaded::Nothing);
+    }
+
+    #[test]
+    fn an_empty_main_file_is_damage_not_an_empty_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("delayOffset.json");
+        std::fs::write(&f, b"  \n").unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("the file is empty") && e.contains("no backup"),
+            "{e}"
+        );
+        std::fs::write(backup_path(&f), b"{4}").unwrap();
+        assert_eq!(load(&f).unwrap(), Loaded::Backup(4));
+        assert!(!f.exists(), "moved aside");
+        // So the next write keeps the good backup.
+        write_with_backup(&f, b"{6}").unwrap();
+        assert_eq!(std::fs::read_to_string(backup_path(&f)).unwrap(), "{4}");
     }
 
     #[test]
@@ -371,6 +386,6 @@ mod tests {
         assert!(!corrupt_path(&f).exists());
         std::fs::remove_file(&f).unwrap();
         let e = load(&f).unwrap_err().to_string();
-        assert!(e.contains("is missing or empty and its backup"), "{e}");
+        assert!(e.contains("is missing and its backup"), "{e}");
     }
 }

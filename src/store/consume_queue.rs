@@ -660,6 +660,36 @@ pub struct ConsumeQueueStore {
     /// rewritten if they differ ([`ConsumeQueue::repair`]); how many were.
     repairing: bool,
     repaired: u64,
+    /// Queues cut at a gap at load, with the files after it (still on disk): see
+    /// [`ConsumeQueueStore::take_cuts`].
+    cuts: Vec<CutQueue>,
+}
+
+/// A queue cut at load where a file was missing between two others (an operator, a disk fault):
+/// it ends where its contiguous part does. The files after the gap are still on disk, and
+/// `floor` is the unit count they show the queue had, so recovery can rebuild the queue from the
+/// CommitLog up to there — gap included — whether or not the queue table knew the queue.
+pub struct CutQueue {
+    pub topic: String,
+    pub queue_id: i32,
+    /// Units the queue had on disk: past the last valid unit of the cut files.
+    pub floor: u64,
+    files: Vec<Arc<MappedFile>>,
+}
+
+impl CutQueue {
+    /// Deletes the cut files (the caller has recorded `floor` durably first); their paths.
+    pub fn remove_files(self) -> io::Result<Vec<PathBuf>> {
+        let mut removed = Vec::with_capacity(self.files.len());
+        for f in self.files {
+            let path = f.path().to_path_buf();
+            // Unmapped first (the only reference), then unlinked.
+            drop(f);
+            std::fs::remove_file(&path)?;
+            removed.push(path);
+        }
+        Ok(removed)
+    }
 }
 
 impl ConsumeQueueStore {
@@ -677,6 +707,7 @@ impl ConsumeQueueStore {
             new_dirs: Vec::new(),
             repairing: false,
             repaired: 0,
+            cuts: Vec::new(),
         };
         for topic_dir in std::fs::read_dir(root)? {
             let topic_dir = topic_dir?;
@@ -695,6 +726,11 @@ impl ConsumeQueueStore {
             }
         }
         Ok(store)
+    }
+
+    /// The queues cut at a gap at load (see [`CutQueue`]), handed over once.
+    pub fn take_cuts(&mut self) -> Vec<CutQueue> {
+        std::mem::take(&mut self.cuts)
     }
 
     pub fn table(&self) -> CqTable {
@@ -726,13 +762,37 @@ impl ConsumeQueueStore {
             }
         })?;
         if let Some(first) = cut.first() {
+            // The unit count the files after the gap show: past the last valid (or blank-filler)
+            // unit of each, counted from its start. An empty file counts up to its start: it was
+            // made because the units before it were there.
+            let floor = cut
+                .iter()
+                .map(|f| {
+                    let units = (0..self.file_size / CQ_UNIT_SIZE as u64)
+                        .take_while(|i| {
+                            f.read(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
+                                .and_then(CqUnit::decode)
+                                .is_some_and(|u| u.is_valid() || u == CqUnit::PRE_BLANK)
+                        })
+                        .count() as u64;
+                    f.file_from_offset() / CQ_UNIT_SIZE as u64 + units
+                })
+                .max()
+                .unwrap_or(0);
             tracing::error!(
                 dir = %dir.display(),
-                missing_before = %first.display(),
-                removed = cut.len(),
-                "a ConsumeQueue file is missing between two others; the files after the gap are \
-                 removed and the queue is rebuilt from the CommitLog"
+                missing_before = %first.path().display(),
+                files_after_gap = cut.len(),
+                units_on_disk = floor,
+                "a ConsumeQueue file is missing between two others; the queue is cut at the gap \
+                 and rebuilt from the CommitLog up to the units the later files show"
             );
+            self.cuts.push(CutQueue {
+                topic: topic.to_string(),
+                queue_id,
+                floor,
+                files: cut,
+            });
         }
         // RocketMQ makes ConsumeQueue files on demand: the last one on disk is the one units go on
         // in (see `MappedFileQueue::reserve_last`).

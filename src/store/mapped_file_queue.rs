@@ -47,12 +47,12 @@ impl MappedFileQueue {
 
     /// [`MappedFileQueue::load`] for data that can be derived again (a ConsumeQueue, rebuilt
     /// from the CommitLog): a file missing between two others cuts the queue there instead — the
-    /// files after the gap are deleted and their paths returned, so the queue ends where its
-    /// contiguous part does and recovery rebuilds the rest.
+    /// queue ends where its contiguous part does, and the files after the gap are returned, still
+    /// on disk: the caller records what they held before it deletes them.
     pub fn load_cut_at_gap(
         dir: &Path,
         file_size: u64,
-    ) -> io::Result<(MappedFileQueue, Vec<PathBuf>)> {
+    ) -> io::Result<(MappedFileQueue, Vec<Arc<MappedFile>>)> {
         Self::load_with(dir, file_size, true)
     }
 
@@ -60,7 +60,7 @@ impl MappedFileQueue {
         dir: &Path,
         file_size: u64,
         cut_at_gap: bool,
-    ) -> io::Result<(MappedFileQueue, Vec<PathBuf>)> {
+    ) -> io::Result<(MappedFileQueue, Vec<Arc<MappedFile>>)> {
         std::fs::create_dir_all(dir)?;
         let mut names: Vec<(u64, PathBuf)> = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -113,13 +113,7 @@ impl MappedFileQueue {
                     ),
                 ));
             }
-            for f in files.split_off(i + 1) {
-                let path = f.path().to_path_buf();
-                // Unmapped first (this is the only reference), then removed.
-                drop(f);
-                std::fs::remove_file(&path)?;
-                cut.push(path);
-            }
+            cut = files.split_off(i + 1);
         }
         let q = MappedFileQueue {
             dir: dir.to_path_buf(),
@@ -530,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn load_cut_at_gap_keeps_the_contiguous_part_and_deletes_the_rest() {
+    fn load_cut_at_gap_keeps_the_contiguous_part_and_returns_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let q = MappedFileQueue::load(dir.path(), 4096).unwrap();
         q.create_and_push(0, Warm::No).unwrap();
@@ -544,10 +538,15 @@ mod tests {
         assert_eq!(q.max_offset(), 8192);
         let names: Vec<_> = cut
             .iter()
-            .map(|p| p.file_name().unwrap().to_str().unwrap().to_owned())
+            .map(|f| f.path().file_name().unwrap().to_str().unwrap().to_owned())
             .collect();
         assert_eq!(names, ["00000000000000012288", "00000000000000016384"]);
-        assert!(cut.iter().all(|p| !p.exists()));
+        assert!(cut.iter().all(|f| f.path().exists()), "left to the caller");
+        for f in cut {
+            let path = f.path().to_path_buf();
+            drop(f);
+            std::fs::remove_file(path).unwrap();
+        }
         // Without a gap nothing is cut.
         drop(q);
         let (q, cut) = MappedFileQueue::load_cut_at_gap(dir.path(), 4096).unwrap();

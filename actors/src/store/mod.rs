@@ -453,10 +453,13 @@ impl Drop for Started {
 
 /// Opens the checkpoint; one of the wrong size (RocketMQ maps a page and tolerates any size; a
 /// foreign tool or a damaged file system leaves others) is moved to `checkpoint.corrupt` and
-/// replaced by a zeroed one, with an ERROR. Returns whether it was replaced.
-fn open_checkpoint(path: &Path) -> std::io::Result<(Checkpoint, bool)> {
+/// replaced by a zeroed one, with an ERROR — as if there had been none. A clean previous stop
+/// then recovers normally (the checkpoint is not read), an unclean one from the first CommitLog
+/// file (its zero times), with the index rebuilt; the abort file is already there, so a start
+/// killed during that rebuild redoes it.
+fn open_checkpoint(path: &Path) -> std::io::Result<Checkpoint> {
     match Checkpoint::open(path) {
-        Ok(c) => Ok((c, false)),
+        Ok(c) => Ok(c),
         Err(CheckpointError::WrongSize { len, .. }) => {
             let aside = crate::fsutil::corrupt_path(path);
             std::fs::rename(path, &aside).map_err(|e| {
@@ -475,11 +478,10 @@ fn open_checkpoint(path: &Path) -> std::io::Result<(Checkpoint, bool)> {
                 len,
                 moved_to = %aside.display(),
                 "checkpoint is not {CHECKPOINT_FILE_SIZE} bytes; it says nothing reliable about \
-                 what was flushed: recovering from the first CommitLog file as after a crash, \
-                 and rebuilding the index"
+                 what was flushed: replaced by an empty one (after a crash, recovery starts at \
+                 the first CommitLog file and rebuilds the index)"
             );
-            let c = Checkpoint::open(path).map_err(std::io::Error::other)?;
-            Ok((c, true))
+            Checkpoint::open(path).map_err(std::io::Error::other)
         }
         Err(e) => Err(std::io::Error::other(e)),
     }
@@ -540,15 +542,7 @@ impl Store {
             warm: Warm::No,
         };
         let state = Arc::new(StoreState::default());
-        let (mut checkpoint, checkpoint_replaced) =
-            open_checkpoint(&params.root.join("checkpoint"))?;
-        // A checkpoint that had to be replaced vouches for nothing: recover as after a machine
-        // crash, from the first CommitLog file (its zero times), and rebuild the index.
-        let previous = match (checkpoint_replaced, previous) {
-            (true, PreviousRun::Clean) => PreviousRun::Crashed,
-            (_, p) => p,
-        };
-        let abnormal = abnormal || checkpoint_replaced;
+        let mut checkpoint = open_checkpoint(&params.root.join("checkpoint"))?;
         let mut log = CommitLog::new(cl_cfg, files);
         // Normal recovery starts at the third-last file; abnormal recovery (the abort file was
         // left behind) at the newest file whose first record is older than what the checkpoint
@@ -568,11 +562,35 @@ impl Store {
         // (a lost ConsumeQueue file or directory), found against the persisted queue table
         // without reading the rest of the CommitLog (see `queue_table`).
         let table_path = params.root.join("config").join(queue_table::FILE_NAME);
-        let persisted = QueueMaxTable::load(&table_path).unwrap_or_else(|e| {
+        let mut persisted = QueueMaxTable::load(&table_path).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "queue table unreadable; lost ConsumeQueue files that lie \
                 before the recovery scan are not detected at this start");
             QueueMaxTable::default()
         });
+        // Queues cut at a gap at load: the table claims at least the units their later files
+        // show, so they are found short and rebuilt (RocketMQ's store, or one whose table is
+        // gone, included). Durable before those files go, so a start that dies in between
+        // claims the same again; only then are the files deleted.
+        let cuts = cqs.take_cuts();
+        if !cuts.is_empty() {
+            let mut floor = QueueMaxTable::default();
+            for c in &cuts {
+                floor.insert(&c.topic, c.queue_id, c.floor);
+            }
+            persisted = persisted.raised_to(&floor);
+            crate::fsutil::write_atomically(&table_path, &persisted.encode()).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: recording the ConsumeQueues cut at a gap failed: {e}",
+                        table_path.display()
+                    ),
+                )
+            })?;
+            for c in cuts {
+                c.remove_files()?;
+            }
+        }
         let mut scan = RedispatchScan::new(&cqs, &persisted);
         let scan_started = std::time::Instant::now();
         let mut scan_last_ts = 0i64;
