@@ -74,7 +74,10 @@ async fn consume(namesrv: &str, topic: &str, expected: u64) -> ConsumeReport {
             )
             .await
             .expect("GET_MAX_OFFSET answered");
-        stored += r.ext("offset").and_then(|o| o.parse::<u64>().ok()).expect("offset");
+        stored += r
+            .ext("offset")
+            .and_then(|o| o.parse::<u64>().ok())
+            .expect("offset");
     }
     assert_eq!(stored.to_string(), expected, "messages stored in {topic}");
     report

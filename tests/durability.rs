@@ -2192,7 +2192,7 @@ fn damaged_config_files_fall_back_to_their_backups() {
         assert!(
             out.contains(topics.to_str().unwrap())
                 && out.contains(fsutil_bak(&topics).to_str().unwrap())
-                && out.contains("does not parse either"),
+                && out.contains("is not usable either"),
             "the refusal must name topics.json and its backup; output:\n{out}"
         );
         assert_eq!(

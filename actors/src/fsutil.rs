@@ -81,7 +81,7 @@ pub fn write_with_backup(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// What [`load_with_backup`] found.
 #[derive(Debug, PartialEq)]
 pub enum Loaded<T> {
-    /// Neither file exists, or what exists is empty: start with empty tables.
+    /// Neither file exists (a new store): start with empty tables.
     Nothing,
     /// The main file.
     Main(T),
@@ -123,8 +123,8 @@ fn read_config(path: &Path) -> Result<Option<String>, Result<String, std::io::Er
 ///   (RocketMQ), and only once the backup has parsed: a refused start leaves every file as it
 ///   was.
 ///
-/// A backup that does not parse refuses the start (as in RocketMQ). An unreadable file (not
-/// "missing") is an error too.
+/// A backup that is empty or does not parse refuses the start (RocketMQ: only one that does not
+/// parse). An unreadable file (not "missing") is an error too.
 pub fn load_with_backup<T, E: std::fmt::Display>(
     path: &Path,
     parse: impl Fn(&str) -> Result<T, E>,
@@ -144,9 +144,12 @@ pub fn load_with_backup<T, E: std::fmt::Display>(
         Err(Err(e)) => return Err(e),
     };
     let bak = backup_path(path);
+    // An empty backup is no table either: refused like an empty main file (RocketMQ starts with
+    // empty tables; its own `string2File` can leave one, unsynced, at a power loss).
     let bak_text = match read_config(&bak) {
         Ok(Some(text)) if !text.trim().is_empty() => Ok(text),
-        Ok(_) => Err(None),
+        Ok(Some(_)) => Err(Some("the file is empty".to_string())),
+        Ok(None) => Err(None),
         Err(Ok(reason)) => Err(Some(reason)),
         Err(Err(e)) => return Err(e),
     };
@@ -185,19 +188,19 @@ pub fn load_with_backup<T, E: std::fmt::Display>(
             Ok(Loaded::Backup(v))
         }
         (None, Err(Some(b))) => Err(invalid(format!(
-            "{} is missing and its backup {} does not parse: {b}; fix or remove the backup to \
+            "{} is missing and its backup {} is not usable: {b}; fix or remove the backup to \
              start",
             path.display(),
             bak.display()
         ))),
         (Some(main), Err(None)) => Err(invalid(format!(
-            "{}: {main}; there is no backup ({} is missing or empty) to fall back on; fix the \
-             file, or remove it to start with an empty table",
+            "{}: {main}; there is no backup ({} is missing) to fall back on; fix the file, or \
+             remove it to start with an empty table",
             path.display(),
             bak.display()
         ))),
         (Some(main), Err(Some(b))) => Err(invalid(format!(
-            "{}: {main}; its backup {} does not parse either: {b}; fix one of them, or remove \
+            "{}: {main}; its backup {} is not usable either: {b}; fix one of them, or remove \
              both to start with an empty table",
             path.display(),
             bak.display()
@@ -338,9 +341,13 @@ mod tests {
         // crash in between leaves only the backup.
         std::fs::write(backup_path(&f), b"{5}").unwrap();
         assert_eq!(load(&f).unwrap(), Loaded::Backup(5));
-        // An empty backup is no backup (RocketMQ).
+        // An empty backup is no table: refused, not an empty one.
         std::fs::write(backup_path(&f), b"").unwrap();
-        assert_eq!(load(&f).unwrap(), Loaded::Nothing);
+        let e = load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("is missing and its backup") && e.contains("the file is empty"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -375,7 +382,7 @@ mod tests {
         let e = load(&f).unwrap_err().to_string();
         assert!(
             e.contains("subscriptionGroup.json: invalid digit")
-                && e.contains("subscriptionGroup.json.bak does not parse either: not a {number}"),
+                && e.contains("subscriptionGroup.json.bak is not usable either: not a {number}"),
             "{e}"
         );
         assert_eq!(

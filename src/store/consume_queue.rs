@@ -661,8 +661,9 @@ pub struct ConsumeQueueStore {
     repairing: bool,
     repaired: u64,
     /// Queues cut at a gap at load, with the files after it (still on disk): see
-    /// [`ConsumeQueueStore::take_cuts`].
-    cuts: Vec<CutQueue>,
+    /// [`ConsumeQueueStore::take_cuts`]. `None` once taken: a queue opened later (at runtime)
+    /// and cut deletes its later files at once.
+    cuts: Option<Vec<CutQueue>>,
 }
 
 /// A queue cut at load where a file was missing between two others (an operator, a disk fault):
@@ -674,6 +675,8 @@ pub struct CutQueue {
     pub queue_id: i32,
     /// Units the queue had on disk: past the last valid unit of the cut files.
     pub floor: u64,
+    /// CommitLog offset of the newest unit in the cut files (to tell a deleted topic's leftover).
+    pub last_phy: Option<u64>,
     files: Vec<Arc<MappedFile>>,
 }
 
@@ -683,9 +686,22 @@ impl CutQueue {
         let mut removed = Vec::with_capacity(self.files.len());
         for f in self.files {
             let path = f.path().to_path_buf();
-            // Unmapped first (the only reference), then unlinked.
+            // Unmapped first (the only reference), then unlinked. Gone already is fine: the
+            // table holds the floor, so a start that died halfway redoes the rest.
             drop(f);
-            std::fs::remove_file(&path)?;
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "removing ConsumeQueue file {} after a missing one: {e}",
+                            path.display()
+                        ),
+                    ))
+                }
+            }
             removed.push(path);
         }
         Ok(removed)
@@ -707,7 +723,7 @@ impl ConsumeQueueStore {
             new_dirs: Vec::new(),
             repairing: false,
             repaired: 0,
-            cuts: Vec::new(),
+            cuts: Some(Vec::new()),
         };
         for topic_dir in std::fs::read_dir(root)? {
             let topic_dir = topic_dir?;
@@ -730,7 +746,7 @@ impl ConsumeQueueStore {
 
     /// The queues cut at a gap at load (see [`CutQueue`]), handed over once.
     pub fn take_cuts(&mut self) -> Vec<CutQueue> {
-        std::mem::take(&mut self.cuts)
+        self.cuts.take().unwrap_or_default()
     }
 
     pub fn table(&self) -> CqTable {
@@ -765,20 +781,24 @@ impl ConsumeQueueStore {
             // The unit count the files after the gap show: past the last valid (or blank-filler)
             // unit of each, counted from its start. An empty file counts up to its start: it was
             // made because the units before it were there.
-            let floor = cut
-                .iter()
-                .map(|f| {
-                    let units = (0..self.file_size / CQ_UNIT_SIZE as u64)
-                        .take_while(|i| {
-                            f.read(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
-                                .and_then(CqUnit::decode)
-                                .is_some_and(|u| u.is_valid() || u == CqUnit::PRE_BLANK)
-                        })
-                        .count() as u64;
-                    f.file_from_offset() / CQ_UNIT_SIZE as u64 + units
-                })
-                .max()
-                .unwrap_or(0);
+            let (mut floor, mut last_phy) = (0u64, None);
+            for f in &cut {
+                let mut units = 0u64;
+                for i in 0..self.file_size / CQ_UNIT_SIZE as u64 {
+                    match f
+                        .read(i * CQ_UNIT_SIZE as u64, CQ_UNIT_SIZE)
+                        .and_then(CqUnit::decode)
+                    {
+                        Some(u) if u.is_valid() => {
+                            last_phy = last_phy.max(Some(u.phy_offset as u64));
+                            units += 1;
+                        }
+                        Some(u) if u == CqUnit::PRE_BLANK => units += 1,
+                        _ => break,
+                    }
+                }
+                floor = floor.max(f.file_from_offset() / CQ_UNIT_SIZE as u64 + units);
+            }
             tracing::error!(
                 dir = %dir.display(),
                 missing_before = %first.path().display(),
@@ -787,12 +807,21 @@ impl ConsumeQueueStore {
                 "a ConsumeQueue file is missing between two others; the queue is cut at the gap \
                  and rebuilt from the CommitLog up to the units the later files show"
             );
-            self.cuts.push(CutQueue {
+            let c = CutQueue {
                 topic: topic.to_string(),
                 queue_id,
                 floor,
+                last_phy,
                 files: cut,
-            });
+            };
+            match self.cuts.as_mut() {
+                Some(cuts) => cuts.push(c),
+                // Opened after the start's recovery (a directory left behind): nothing will
+                // rebuild it from here, so it is served as far as it is contiguous.
+                None => {
+                    c.remove_files()?;
+                }
+            }
         }
         // RocketMQ makes ConsumeQueue files on demand: the last one on disk is the one units go on
         // in (see `MappedFileQueue::reserve_last`).

@@ -454,12 +454,13 @@ impl Drop for Started {
 /// Opens the checkpoint; one of the wrong size (RocketMQ maps a page and tolerates any size; a
 /// foreign tool or a damaged file system leaves others) is moved to `checkpoint.corrupt` and
 /// replaced by a zeroed one, with an ERROR — as if there had been none. A clean previous stop
-/// then recovers normally (the checkpoint is not read), an unclean one from the first CommitLog
-/// file (its zero times), with the index rebuilt; the abort file is already there, so a start
-/// killed during that rebuild redoes it.
-fn open_checkpoint(path: &Path) -> std::io::Result<Checkpoint> {
+/// then recovers normally (the checkpoint is not read; `Store::open_with` then seeds it with
+/// what that stop had flushed), an unclean one from the first CommitLog file (its zero times),
+/// with the index rebuilt; the abort file is already there, so a start killed during that
+/// rebuild redoes it. Returns whether it was replaced.
+fn open_checkpoint(path: &Path) -> std::io::Result<(Checkpoint, bool)> {
     match Checkpoint::open(path) {
-        Ok(c) => Ok(c),
+        Ok(c) => Ok((c, false)),
         Err(CheckpointError::WrongSize { len, .. }) => {
             let aside = crate::fsutil::corrupt_path(path);
             std::fs::rename(path, &aside).map_err(|e| {
@@ -481,7 +482,7 @@ fn open_checkpoint(path: &Path) -> std::io::Result<Checkpoint> {
                  what was flushed: replaced by an empty one (after a crash, recovery starts at \
                  the first CommitLog file and rebuilds the index)"
             );
-            Checkpoint::open(path).map_err(std::io::Error::other)
+            Ok((Checkpoint::open(path).map_err(std::io::Error::other)?, true))
         }
         Err(e) => Err(std::io::Error::other(e)),
     }
@@ -542,7 +543,8 @@ impl Store {
             warm: Warm::No,
         };
         let state = Arc::new(StoreState::default());
-        let mut checkpoint = open_checkpoint(&params.root.join("checkpoint"))?;
+        let (mut checkpoint, checkpoint_replaced) =
+            open_checkpoint(&params.root.join("checkpoint"))?;
         let mut log = CommitLog::new(cl_cfg, files);
         // Normal recovery starts at the third-last file; abnormal recovery (the abort file was
         // left behind) at the newest file whose first record is older than what the checkpoint
@@ -575,7 +577,10 @@ impl Store {
         if !cuts.is_empty() {
             let mut floor = QueueMaxTable::default();
             for c in &cuts {
-                floor.insert(&c.topic, c.queue_id, c.floor);
+                // A deleted topic's leftover (a crash during its deletion) is not brought back.
+                if !c.last_phy.is_some_and(|p| persisted.is_dead(&c.topic, p)) {
+                    floor.insert(&c.topic, c.queue_id, c.floor);
+                }
             }
             persisted = persisted.raised_to(&floor);
             crate::fsutil::write_atomically(&table_path, &persisted.encode()).map_err(|e| {
@@ -751,6 +756,11 @@ impl Store {
         state.committed.store(rec.end.0, Ordering::Release);
         let consume_queues = cqs.max_offsets().len();
         let index_reader = index_store.as_ref().map(|i| i.reader());
+        // The newest full index file's end time, of the files kept (full files are flushed when
+        // they fill and at a clean stop): what a checkpoint replaced after a clean stop gets.
+        let full_index_end = index_store
+            .as_ref()
+            .and_then(|i| i.full_files_end_timestamp());
         let view = log.view();
         let reader = StoreReader::new(view.clone(), cqs.table());
 
@@ -865,6 +875,18 @@ impl Store {
             .send(cq_builder::RecoveryDone)
             .await
             .map_err(std::io::Error::other)?;
+        // A checkpoint replaced after a clean stop would stay at zero until traffic and index
+        // rolls raise it, and a crash meanwhile would recover from the first file and drop every
+        // index file. The clean stop had flushed everything the normal recovery scan saw, and
+        // the full index files: seeded with those, as that stop's own checkpoint would have been.
+        if checkpoint_replaced && !abnormal && scan_last_ts > 0 {
+            checkpoint.set_physic_msg_timestamp(scan_last_ts);
+            checkpoint.set_logics_msg_timestamp(scan_last_ts);
+            checkpoint.set_index_msg_timestamp(full_index_end.unwrap_or(0));
+            checkpoint.flush().map_err(|e| {
+                std::io::Error::other(format!("writing the replaced checkpoint: {e}"))
+            })?;
+        }
 
         // A rebuilt queue still short of its table entry lost records from the CommitLog too
         // (a power loss under ASYNC_FLUSH, retention): nothing more can be brought back.
