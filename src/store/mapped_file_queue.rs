@@ -302,9 +302,10 @@ impl FileQueueRetention {
         });
         let now = self.files.load();
         let mut n = 0;
-        let mut failed = None;
-        // Every file that left the list is unlinked, whatever happened to the one before: a file
-        // out of the list and still on disk comes back at the next start (and goes then).
+        // Unlinked front first, and none after one that cannot be: a file left on disk with
+        // later ones gone would be a gap at the next start (refused for the CommitLog, the whole
+        // queue rebuilt for a ConsumeQueue). Files out of the list and still on disk come back at
+        // the next start, contiguous, and go then.
         for f in doomed {
             if now.iter().any(|g| Arc::ptr_eq(g, f)) {
                 continue; // the last file: kept
@@ -314,15 +315,12 @@ impl FileQueueRetention {
                 Ok(()) => n += 1,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => n += 1,
                 Err(e) => {
-                    failed.get_or_insert(io::Error::new(
+                    return Err(io::Error::new(
                         e.kind(),
                         format!("cannot delete {}: {e}", f.path().display()),
                     ));
                 }
             }
-        }
-        if let Some(e) = failed {
-            return Err(e);
         }
         Ok(n)
     }
@@ -521,6 +519,32 @@ mod tests {
             dir.path().join("00000000000000008192").exists(),
             "a refusal removes nothing"
         );
+    }
+
+    #[test]
+    fn retention_stops_at_a_file_it_cannot_delete_so_no_gap_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        for from in [0, 4096, 8192, 12288] {
+            q.create_and_push(from, Warm::No).unwrap();
+        }
+        let files = q.files();
+        // A path that cannot be unlinked as a file: a directory now stands where file 1 was.
+        let second = files[1].path().to_path_buf();
+        std::fs::remove_file(&second).unwrap();
+        std::fs::create_dir(&second).unwrap();
+        let e = q.delete_files(&files[..3]).unwrap_err();
+        assert!(e.to_string().contains("00000000000000004096"), "{e}");
+        assert!(!files[0].path().exists(), "the one before is gone");
+        assert!(
+            files[2].path().exists(),
+            "the one after stays: deleting it would leave a gap"
+        );
+        drop((q, files));
+        std::fs::remove_dir(&second).unwrap();
+        MappedFile::create(dir.path(), 4096, 4096, Warm::No).unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096).expect("contiguous at the next start");
+        assert_eq!(q.files().len(), 3);
     }
 
     #[test]
