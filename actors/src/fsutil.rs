@@ -56,19 +56,34 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// over it. One directory fsync covers both renames; a crash before it leaves an older but
 /// complete pair. Where hard links are not supported the old content is copied.
 pub fn write_with_backup(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_with_backup_via(path, bytes, |from, to| std::fs::hard_link(from, to))
+}
+
+/// [`write_with_backup`] with the hard-link call given (tests take the copy path with it).
+fn write_with_backup_via(
+    path: &Path,
+    bytes: &[u8],
+    hard_link: impl Fn(&Path, &Path) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let (tmp, dir) = write_temp(path, bytes)?;
     let bak = backup_path(path);
     let bak_tmp = with_suffix(&bak, ".tmp");
     let _ = std::fs::remove_file(&bak_tmp);
-    let linked = match std::fs::hard_link(path, &bak_tmp) {
+    let linked = match hard_link(path, &bak_tmp) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(_) => {
             // No hard links here (some FUSE and network file systems): copy, and make the copy
-            // durable before it replaces the old backup.
-            std::fs::copy(path, &bak_tmp)?;
-            std::fs::File::open(&bak_tmp)?.sync_all()?;
-            true
+            // durable before it replaces the old backup. Such a file system may say so before it
+            // looks for the file: no main file yet is nothing to back up.
+            match std::fs::copy(path, &bak_tmp) {
+                Ok(_) => {
+                    std::fs::File::open(&bak_tmp)?.sync_all()?;
+                    true
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => return Err(e),
+            }
         }
     };
     if linked {
@@ -310,6 +325,29 @@ mod tests {
             "no temp file left"
         );
         assert_eq!(load(&f).unwrap(), Loaded::Main(3));
+    }
+
+    #[test]
+    fn without_hard_links_the_backup_is_a_copy_of_the_replaced_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("topics.json");
+        let no_links =
+            |_: &Path, _: &Path| Err(std::io::Error::from(std::io::ErrorKind::Unsupported));
+        write_with_backup_via(&f, b"{1}", no_links).unwrap();
+        write_with_backup_via(&f, b"{2}", no_links).unwrap();
+        write_with_backup_via(&f, b"{3}", no_links).unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "{3}");
+        assert_eq!(std::fs::read_to_string(backup_path(&f)).unwrap(), "{2}");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["topics.json", "topics.json.bak"],
+            "no temp file left"
+        );
     }
 
     #[test]
