@@ -1,7 +1,8 @@
-//! A start that removed index files naming records past a cut CommitLog end, and was then
-//! stopped before re-dispatch rebuilt them (a kill during recovery), must leave the checkpoint
-//! sending the next start back far enough to index those records again. A test binary of its
-//! own: it arms a process-wide fail point.
+//! A start that removed index files — naming records past a cut CommitLog end, or damaged — and
+//! was then stopped before re-dispatch rebuilt them (a kill during recovery), must leave the
+//! checkpoint sending the next start back far enough to index those records again. A test binary
+//! of its own: it arms a process-wide fail point, so its cases run one after the other in one
+//! test.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,6 +43,78 @@ fn keyed(i: u32) -> NewMessage {
 
 #[actix::test]
 async fn a_start_stopped_after_removing_index_files_is_followed_by_one_that_rebuilds_them() {
+    cut_commit_log().await;
+    damaged_index_file().await;
+}
+
+/// Which of the keys `k0`..`k{n-1}` the index does not find.
+fn keys_not_found(store: &Store, n: u32) -> Vec<u32> {
+    let idx = store.index().expect("index enabled");
+    (0..n)
+        .filter(|i| {
+            idx.query("Rebuild", &format!("k{i}"), 4, 0, i64::MAX)
+                .phy_offsets
+                .is_empty()
+        })
+        .collect()
+}
+
+/// The middle index file's header is damaged after a clean stop: the start that removes it and
+/// the file after it is stopped at once; the next one, abnormal as after a kill on this boot,
+/// keeps the first file (it matches the CommitLog) and must still index every later key.
+async fn damaged_index_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_700_000_000_000);
+    {
+        let store = Store::open(params(dir.path()), Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        for i in 0..450u32 {
+            clock.advance_ms(100);
+            store.put(keyed(i)).await.unwrap();
+        }
+        store.shutdown().await.unwrap();
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let mut b = std::fs::read(&files[1]).unwrap();
+    b[0..8].copy_from_slice(&(-1i64).to_be_bytes()); // beginTimestamp
+    std::fs::write(&files[1], &b).unwrap();
+    fail::cfg("recovery-index-cut", "return").unwrap();
+    let err = Store::open(params(dir.path()), Arc::new(clock.clone()))
+        .await
+        .err()
+        .expect("the start is stopped after removing the index files");
+    fail::remove("recovery-index-cut");
+    assert!(err.to_string().contains("injected"), "{err}");
+    assert!(!files[1].exists() && !files[2].exists());
+    // Without the lowered checkpoint the next start would re-dispatch only from ~3 s before the
+    // clean stop's time and the index's lag bound (~4 MB before the end), and keys from 199 on
+    // would not all come back.
+    let store = Store::open_with(
+        params(dir.path()),
+        Arc::new(clock.clone()),
+        None,
+        PreviousRun::ProcessDied,
+    )
+    .await
+    .unwrap();
+    assert!(
+        store
+            .wait_dispatched(store.max_offset(), Duration::from_secs(60))
+            .await
+    );
+    assert_eq!(keys_not_found(&store, 450), Vec::<u32>::new());
+    store.shutdown().await.unwrap();
+}
+
+/// The CommitLog lost its tail in a power loss; the start that removes the index files naming
+/// records past the new end is stopped at once.
+async fn cut_commit_log() {
     let dir = tempfile::tempdir().unwrap();
     // 450 messages of 30 KB over 14 CommitLog files; index files of 200 entries: the second
     // (messages 200-399, from ~6 MB) is full, so a clean stop checkpoints its end time.
@@ -103,14 +176,9 @@ async fn a_start_stopped_after_removing_index_files_is_followed_by_one_that_rebu
             .wait_dispatched(store.max_offset(), Duration::from_secs(60))
             .await
     );
-    let idx = store.index().expect("index enabled");
-    let missing: Vec<u32> = (0..450u32)
-        .filter(|i| {
-            idx.query("Rebuild", &format!("k{i}"), 4, 0, i64::MAX)
-                .phy_offsets
-                .is_empty()
-        })
-        .collect();
-    assert_eq!(missing, (380..450).collect::<Vec<u32>>());
+    assert_eq!(
+        keys_not_found(&store, 450),
+        (380..450).collect::<Vec<u32>>()
+    );
     store.shutdown().await.unwrap();
 }

@@ -1700,6 +1700,84 @@ async fn index_files_that_name_records_past_the_recovered_end_are_rebuilt() {
     store.shutdown().await.unwrap();
 }
 
+/// The index files' names in `root/index`, oldest first, and the other files there.
+fn index_dir(root: &Path) -> (Vec<String>, Vec<String>) {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .partition(|n| n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The index is derived data: an index file whose header breaks a rule, or whose size is wrong,
+/// does not refuse the start (RocketMQ's does). It is moved aside as `<name>.corrupt`, the files
+/// after it go, and the index is rebuilt from the CommitLog — every key is found again, and keys
+/// appended afterwards too.
+#[actix::test]
+async fn a_damaged_index_file_is_rebuilt_from_the_commit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let tweak = |p: &mut StoreParams| {
+        p.commit_log_file_size = 64 << 10;
+        p.max_index_num = 40;
+    };
+    async fn put_keyed(store: &Store, clock: &ManualClock, range: std::ops::Range<u32>) {
+        for i in range {
+            clock.advance_ms(100);
+            let m = msg("Dmg", 0, &[5u8; 1500], &[(keys::KEYS, &format!("k{i}"))]);
+            store.put(m).await.unwrap();
+        }
+    }
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        put_keyed(&store, &clock, 0..100).await;
+        store.shutdown().await.unwrap();
+    }
+    // 39 entries per file: keys 0-38, 39-77, 78-99. The middle file's indexCount goes negative.
+    let (files, _) = index_dir(dir.path());
+    assert_eq!(files.len(), 3, "{files:?}");
+    let middle = dir.path().join("index").join(&files[1]);
+    let mut b = std::fs::read(&middle).unwrap();
+    b[36..40].copy_from_slice(&(-7i32).to_be_bytes());
+    std::fs::write(&middle, &b).unwrap();
+    clock.advance_ms(1000); // the rebuilt files' names differ from the removed ones'
+    {
+        let store = open(dir.path(), &clock, tweak).await;
+        settle(&store).await;
+        assert_eq!(keys_not_found(&store, "Dmg", 100), Vec::<u32>::new());
+        let (now, other) = index_dir(dir.path());
+        assert_eq!(other, vec![format!("{}.corrupt", files[1])], "{now:?}");
+        assert_eq!(now[0], files[0], "the file before the damaged one is kept");
+        assert!(
+            !now.contains(&files[2]),
+            "the file after it is rebuilt: {files:?} {now:?}"
+        );
+        put_keyed(&store, &clock, 100..120).await;
+        settle(&store).await;
+        assert_eq!(keys_not_found(&store, "Dmg", 120), Vec::<u32>::new());
+        store.shutdown().await.unwrap();
+    }
+    // The newest file loses its tail (a truncated copy): the same, and the old `.corrupt` stays.
+    let (files, _) = index_dir(dir.path());
+    let last = dir.path().join("index").join(files.last().unwrap());
+    let len = std::fs::metadata(&last).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&last)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    let store = open(dir.path(), &clock, tweak).await;
+    settle(&store).await;
+    assert_eq!(keys_not_found(&store, "Dmg", 120), Vec::<u32>::new());
+    let (_, other) = index_dir(dir.path());
+    assert_eq!(other.len(), 2, "both damaged files kept aside: {other:?}");
+    store.shutdown().await.unwrap();
+}
+
 /// The other half of the rule above: once index files fill, a clean stop writes the end time of
 /// the newest *full* one (read back from its header) as the checkpoint's index time.
 #[actix::test]

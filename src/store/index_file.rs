@@ -9,7 +9,10 @@
 //! handed to any number of query threads; they never block the writer and never take a lock.
 //!
 //! # Calls in and out
-//! * in (owner): [`IndexStore::open`] at startup (FACTS §6.3 step 2), then, after an abnormal
+//! * in (owner): [`IndexStore::open`] at startup (FACTS §6.3 step 2) — a file whose size or
+//!   header breaks a rule is left out with every later file ([`IndexStore::damage`]), and
+//!   [`IndexStore::remove_damaged`] takes them off the disk once the owner has arranged their
+//!   rebuild (RocketMQ refuses the start) — then, after an abnormal
 //!   exit, [`IndexStore::destroy_newer_than`] when the machine may have gone down, or
 //!   [`IndexStore::mark_all_unflushed`] when only the process died (files kept as the page cache
 //!   holds them); [`IndexStore::put`] per dispatched
@@ -643,6 +646,20 @@ pub struct IndexStore {
     /// The writer's list, oldest first (name order); `published` mirrors it for readers.
     files: Vec<Arc<IndexFile>>,
     published: FileList,
+    damage: Option<IndexDamage>,
+}
+
+/// Index files [`IndexStore::open`] left out: the first whose size or header breaks a rule, and
+/// every file after it.
+#[derive(Debug)]
+pub struct IndexDamage {
+    /// What is wrong with the first file (an [`IndexError::Size`] or [`IndexError::Header`]).
+    pub error: IndexError,
+    /// endPhyOffset of the newest file kept (0 without one): the index has every record below
+    /// it, so re-dispatch from there indexes again what the left-out files held.
+    pub kept_end_phy_offset: i64,
+    /// The damaged file first, then the later ones, in name order.
+    pub files: Vec<PathBuf>,
 }
 
 /// Whether `f` indexes a record at or past CommitLog offset `end` (its last entry's record).
@@ -651,7 +668,9 @@ fn names_past(f: &IndexFile, end: i64) -> bool {
 }
 
 impl IndexStore {
-    /// Opens (creating if needed) `dir` and loads its index files in name order.
+    /// Opens (creating if needed) `dir` and loads its index files in name order, up to the first
+    /// whose size or header breaks a rule (see [`damage`](Self::damage)). Other errors (I/O,
+    /// config, and a wrong size when no file has the size the config gives) refuse.
     pub fn open(dir: &Path, slot_num: u32, index_num: u32) -> Result<IndexStore, IndexError> {
         let config = |rule| IndexError::Config {
             slot_num,
@@ -690,10 +709,36 @@ impl IndexStore {
             }
         }
         names.sort();
-        let files = names
+        // A file of the wrong size is damage only if another file has the size the config asks
+        // for; otherwise the config more likely changed (hashSlotNum, indexNum), and rebuilding
+        // the whole index would destroy every file over a typo: refused, naming the sizes.
+        let expected = file_size(slot_num, index_num);
+        let config_matches = names
             .iter()
-            .map(|n| IndexFile::open(&dir.join(n), slot_num, index_num).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
+            .any(|n| std::fs::metadata(dir.join(n)).is_ok_and(|m| m.len() == expected));
+        let mut files = Vec::with_capacity(names.len());
+        let mut damage = None;
+        for (i, n) in names.iter().enumerate() {
+            match IndexFile::open(&dir.join(n), slot_num, index_num) {
+                Ok(f) => files.push(Arc::new(f)),
+                Err(e @ IndexError::Size { .. }) if !config_matches => return Err(e),
+                // The index is derived from the CommitLog: a file whose size or header breaks a
+                // rule (a truncated copy, a damaged disk) is rebuilt rather than refusing the
+                // start. The files after it go too — the index is appended in CommitLog order,
+                // so the damaged file's records could not be indexed again in front of them.
+                Err(error @ (IndexError::Size { .. } | IndexError::Header { .. })) => {
+                    damage = Some(IndexDamage {
+                        error,
+                        kept_end_phy_offset: files
+                            .last()
+                            .map_or(0, |f: &Arc<IndexFile>| f.end_phy_offset()),
+                        files: names[i..].iter().map(|n| dir.join(n)).collect(),
+                    });
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         // The last file takes new entries, anywhere in it (hash slots): a RocketMQ store's index
         // files are sparse, and a write into a hole on a full disk is a SIGBUS, so its blocks are
         // reserved now (one syscall for a file this store made, which has them).
@@ -708,7 +753,35 @@ impl IndexStore {
             index_num,
             files,
             published,
+            damage,
         })
+    }
+
+    /// The damaged file [`open`](Self::open) stopped loading at, if any (the store serves
+    /// without it and the files after it until [`remove_damaged`](Self::remove_damaged)).
+    pub fn damage(&self) -> Option<&IndexDamage> {
+        self.damage.as_ref()
+    }
+
+    /// Takes the [`damage`](Self::damage) off the disk: the files after the damaged one are
+    /// deleted, newest first, then the damaged one is renamed `<name>.corrupt` (kept for a look,
+    /// ignored by later starts). In that order, a start interrupted midway finds the damaged file
+    /// again and removes the rest; it never finds the later files without it, which would load
+    /// and hide the gap. The caller first makes sure a later abnormal start re-dispatches from
+    /// [`IndexDamage::kept_end_phy_offset`]. Returns how many files went.
+    pub fn remove_damaged(&mut self) -> Result<usize, IndexError> {
+        let Some(damage) = self.damage.take() else {
+            return Ok(0);
+        };
+        let (first, later) = damage.files.split_first().expect("a damaged file");
+        for path in later.iter().rev() {
+            std::fs::remove_file(path).map_err(io_err(path, "delete (after a damaged one)"))?;
+        }
+        let mut aside = first.clone().into_os_string();
+        aside.push(".corrupt");
+        std::fs::rename(first, &aside).map_err(io_err(first, "rename to .corrupt"))?;
+        super::mapped_file::sync_dir(&self.dir).map_err(io_err(&self.dir, "sync"))?;
+        Ok(damage.files.len())
     }
 
     /// `IndexService.buildIndex` for one record: indexes `topic#uniqKey` (if any) then
@@ -1235,6 +1308,57 @@ mod tests {
         );
     }
 
+    /// A damaged file is left out with every later one; `remove_damaged` deletes the later ones
+    /// and keeps the damaged one as `.corrupt`, which later opens ignore.
+    #[test]
+    fn a_damaged_file_is_left_out_with_the_files_after_it_and_removed_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = {
+            let s = rolled_store(dir.path());
+            s.files().iter().map(|f| f.path().to_path_buf()).collect()
+        };
+        // The last file loses its tail: its neighbours have the configured size, so it is damage.
+        let len = std::fs::metadata(&paths[2]).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&paths[2]).unwrap();
+        f.set_len(len - 20).unwrap();
+        drop(f);
+        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let d = s.damage().expect("damage");
+        assert!(matches!(d.error, IndexError::Size { .. }), "{}", d.error);
+        assert_eq!(
+            (d.files.as_slice(), d.kept_end_phy_offset),
+            (&paths[2..], 50)
+        );
+        assert_eq!(s.files().len(), 2);
+        drop(s);
+        // The middle file's header: it and the last one are left out.
+        let mut b = std::fs::read(&paths[1]).unwrap();
+        b[24..32].copy_from_slice(&(-1i64).to_be_bytes()); // endPhyOffset
+        std::fs::write(&paths[1], &b).unwrap();
+        let mut s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let d = s.damage().expect("damage");
+        assert!(d.error.to_string().contains("endPhyOffset"), "{}", d.error);
+        assert_eq!(
+            (d.files.as_slice(), d.kept_end_phy_offset),
+            (&paths[1..], 20)
+        );
+        assert_eq!(find(&s.reader(), "k"), vec![0, 10, 20]);
+        assert_eq!(s.remove_damaged().unwrap(), 2);
+        assert!(s.damage().is_none());
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let name = |p: &PathBuf| p.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(
+            left,
+            vec![name(&paths[0]), format!("{}.corrupt", name(&paths[1]))]
+        );
+        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        assert!(s.damage().is_none() && s.files().len() == 1);
+    }
+
     #[test]
     fn reopen_finds_everything_and_continues() {
         let dir = tempfile::tempdir().unwrap();
@@ -1321,9 +1445,19 @@ mod tests {
         let name = s.files()[0].name().to_string();
         drop(s);
         let good = std::fs::read(&path).unwrap();
+        // The only file of the wrong size: no file shows the config is the store's, so the
+        // start is refused (a changed hashSlotNum or indexNum must not rebuild the index).
+        let mut bytes = good.clone();
+        bytes.truncate(100);
+        std::fs::write(&path, &bytes).unwrap();
+        let msg = IndexStore::open(dir.path(), SLOTS, ENTRIES)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(msg.contains(&name) && msg.contains("file size"), "{msg}");
+        // A header breaking a rule: left out as damage, naming file and field.
         type Damage = fn(&mut Vec<u8>);
-        let cases: [(&str, Damage); 3] = [
-            ("file size", |b| b.truncate(100)),
+        let cases: [(&str, Damage); 2] = [
             ("indexCount", |b| {
                 b[36..40].copy_from_slice(&33i32.to_be_bytes())
             }),
@@ -1335,10 +1469,14 @@ mod tests {
             let mut bytes = good.clone();
             damage(&mut bytes);
             std::fs::write(&path, &bytes).unwrap();
-            let msg = IndexStore::open(dir.path(), SLOTS, ENTRIES)
-                .err()
-                .unwrap()
-                .to_string();
+            let s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+            assert!(s.files().is_empty());
+            let d = s.damage().expect("damage");
+            assert_eq!(
+                (d.files.as_slice(), d.kept_end_phy_offset),
+                (&[path.clone()][..], 0)
+            );
+            let msg = d.error.to_string();
             assert!(msg.contains(&name) && msg.contains(what), "{what}: {msg}");
         }
         // A header never flushed by RocketMQ (all zero) loads with indexCount 1.

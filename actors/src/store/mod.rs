@@ -688,10 +688,30 @@ impl Store {
         // name other messages' offsets, and its end — the index's replay bound — would make it
         // skip every record written over the cut. They go, and re-dispatch rebuilds from the
         // first record they held.
+        //
+        // A damaged index file (size or header) is handled alike: it and the files after it were
+        // left out at open and go now, and re-dispatch indexes again from the start of the
+        // CommitLog file holding the last record the kept files name (a record boundary at or
+        // below it, past everything they hold).
         let mut index_cut_from = None;
         if let Some(idx) = index_store.as_mut() {
             let end = i64::try_from(rec.end.0).unwrap_or(i64::MAX);
-            if let Some((begin, kept_end_ts)) = idx.past(end) {
+            let damaged = idx.damage().map(|d| {
+                tracing::error!(
+                    error = %d.error,
+                    files = d.files.len(),
+                    "a damaged index file: it and the index files after it are left out, and \
+                     rebuilt from the CommitLog"
+                );
+                let kept = u64::try_from(d.kept_end_phy_offset).unwrap_or(0);
+                let from = kept - kept % params.commit_log_file_size;
+                (i64::try_from(from).unwrap_or(0), idx.last_end_timestamp())
+            });
+            let cut = match (idx.past(end), damaged) {
+                (Some((b1, t1)), Some((b2, t2))) => Some((b1.min(b2), t1.min(t2))),
+                (past, damaged) => past.or(damaged),
+            };
+            if let Some((begin, kept_end_ts)) = cut {
                 let first = log
                     .files()
                     .files()
@@ -722,6 +742,8 @@ impl Store {
                         index; a start interrupted during the rebuild may miss keys");
                 }
                 idx.destroy_past(end);
+                idx.remove_damaged()
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
                 // Tests stop a start here, as a kill during the rebuild would.
                 fail::fail_point!("recovery-index-cut", |_| Err(std::io::Error::other(
                     "recovery: stopped after removing index files: injected by a fail point"
@@ -729,8 +751,8 @@ impl Store {
                 tracing::warn!(
                     end = rec.end.0,
                     from,
-                    "index files named records past the recovered CommitLog end: removed, and \
-                     rebuilt by re-dispatch"
+                    "index files named records past the recovered CommitLog end or were damaged: \
+                     removed, and rebuilt by re-dispatch"
                 );
                 index_cut_from = Some(from);
             }
