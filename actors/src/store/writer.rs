@@ -38,7 +38,7 @@ use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, GroupCommitter, Pendin
 use super::state::StoreState;
 use super::wake::Waker;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
-use actormq_core::format::properties::{self, keys};
+use actormq_core::format::properties;
 use actormq_core::store::status::PutStatus;
 
 /// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
@@ -243,9 +243,11 @@ pub struct CommitLogWriter {
 /// precision.
 const TIMEOUT_TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// `WAIT` absent or "true": the producer wants the reply after the flush (SYNC_FLUSH).
+/// `WAIT` absent or "true" in any case: the producer wants the reply after the flush
+/// (SYNC_FLUSH). Any other value does not wait, as Java's `Boolean.parseBoolean` in RocketMQ's
+/// `Message.isWaitStoreMsgOK` reads it ("FALSE" too).
 pub(crate) fn waits(m: &NewMessage) -> bool {
-    properties::find(&m.properties, keys::WAIT) != Some("false")
+    properties::wait_store_msg_ok(&m.properties)
 }
 
 impl CommitLogWriter {
@@ -614,6 +616,30 @@ mod tests {
         let r = Arc::new(PendingReply::default());
         r.set(Box::new(move |o| log.lock().unwrap().push((id, o))));
         r
+    }
+
+    /// `WAIT` as RocketMQ reads it (`Boolean.parseBoolean`): only absent or "true" in any case
+    /// waits for the flush.
+    #[test]
+    fn wait_is_read_as_java_parses_a_boolean() {
+        let with = |props: &str| NewMessage {
+            topic: "T".into(),
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            store_host: "127.0.0.1:2".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_tx_offset: 0,
+            body_crc: 0,
+            body: bytes::Bytes::new(),
+            properties: props.to_string(),
+        };
+        assert!(waits(&with("")));
+        assert!(waits(&with("WAIT\u{1}True\u{2}")));
+        assert!(!waits(&with("WAIT\u{1}FALSE\u{2}")));
+        assert!(!waits(&with("WAIT\u{1}no\u{2}")));
     }
 
     /// The group committer may be stuck in `fdatasync` for good: the writer's own tick still
