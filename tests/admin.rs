@@ -10,6 +10,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use actormq::remoting::client::RemotingClient;
+use actormq_core::protocol::body::parse_java_json;
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+use actormq_core::protocol::command::RemotingCommand;
 use common::*;
 use rocketmq_client_rust::{
     ClientResult, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, MQPushConsumer,
@@ -304,6 +308,96 @@ fn every_admin_command_against_a_running_broker() {
         );
         let out = ok(&ns, &["consumerConnection", "-g", &group]).await;
         assert!(out.contains("Below is subscription:"), "{out}");
+
+        // producerConnection: the producer, online; an unknown group is RocketMQ's error.
+        let pg = p.producer_group().to_string();
+        let conn = json(&ns, &["producerConnection", "-g", &pg, "-t", &topic]).await;
+        assert_eq!(conn["connectionSet"].as_array().unwrap().len(), 1, "{conn}");
+        assert_eq!(conn["connectionSet"][0]["language"], "RUST", "{conn}");
+        let none = admin(&ns, &["producerConnection", "-g", "NoSuchPG", "-t", &topic]).await;
+        assert!(!none.ok, "{}", none.stdout);
+        assert!(
+            none.stderr
+                .contains("the producer group[NoSuchPG] not exist"),
+            "{}",
+            none.stderr
+        );
+
+        // topicList -c: the topic, its cluster and the group consuming it.
+        let rows = json(&ns, &["topicList", "-c"]).await;
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["Topic"] == topic.as_str())
+            .unwrap_or_else(|| panic!("{topic} missing: {rows}"));
+        assert_eq!(row["Consumer Group"], group.as_str(), "{rows}");
+        assert_eq!(row["Cluster Name"], "DefaultCluster", "{rows}");
+
+        // brokerConsumeStats: every queue of each group with offsets. The consumer's group has
+        // no lag; a second group, given an offset of 1 on queue 0 only, lags by N - 1.
+        let idle = unique("AdminIdle");
+        ok(&ns, &["updateSubGroup", "-g", &idle, "-b", &addr]).await;
+        let raw = RemotingClient::connect(&addr).await.expect("connect");
+        let r = raw
+            .invoke(
+                RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
+                    .with_ext("consumerGroup", &idle)
+                    .with_ext("topic", &topic)
+                    .with_ext("queueId", "0")
+                    .with_ext("commitOffset", "1"),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("UPDATE_CONSUMER_OFFSET answered");
+        assert_eq!(r.code, rc::SUCCESS);
+        let stats = json(&ns, &["brokerConsumeStats", "-b", &addr]).await;
+        assert_eq!(stats["diffTotal"], N as i64 - 1, "{stats}");
+        let rows = |g: &str| -> Value {
+            let all = stats["queues"].as_array().unwrap();
+            Value::Array(all.iter().filter(|q| q["Group"] == g).cloned().collect())
+        };
+        assert_eq!(rows(&group).as_array().unwrap().len(), 4, "{stats}");
+        assert_eq!(rows(&idle).as_array().unwrap().len(), 4, "{stats}");
+        assert_eq!(column_sum(&rows(&group), "Diff"), 0, "{stats}");
+        assert_eq!(column_sum(&rows(&idle), "Consumer Offset"), 1, "{stats}");
+        assert_eq!(column_sum(&rows(&idle), "Diff"), N as i64 - 1, "{stats}");
+        // -l: only queues lagging at least that much, all of them the idle group's.
+        let lagging = json(&ns, &["brokerConsumeStats", "-b", &addr, "-l", "1"]).await;
+        let lagging = lagging["queues"].as_array().unwrap();
+        assert!(
+            !lagging.is_empty() && lagging.iter().all(|q| q["Group"] == idle.as_str()),
+            "{lagging:?}"
+        );
+
+        // What a slave copies: the consumer offsets and the delay progress, as their files.
+        let r = raw
+            .invoke(
+                RemotingCommand::new_request(rq::GET_ALL_CONSUMER_OFFSET),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("GET_ALL_CONSUMER_OFFSET answered");
+        assert_eq!(r.code, rc::SUCCESS);
+        let v: Value = parse_java_json(&r.body).expect("offsets JSON");
+        let table = &v["offsetTable"][format!("{topic}@{group}")];
+        let committed: i64 = table
+            .as_object()
+            .unwrap_or_else(|| panic!("{v}"))
+            .values()
+            .map(|o| o.as_i64().unwrap())
+            .sum();
+        assert_eq!(committed, N as i64, "{v}");
+        let r = raw
+            .invoke(
+                RemotingCommand::new_request(rq::GET_ALL_DELAY_OFFSET),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("GET_ALL_DELAY_OFFSET answered");
+        assert_eq!(r.code, rc::SUCCESS);
+        let v: Value = parse_java_json(&r.body).expect("delay offsets JSON");
+        assert!(v["offsetTable"].is_object(), "{v}");
 
         // resetOffsetByTime to the beginning: stored offsets go to 0 and the online consumer is
         // told, so it receives every message again.

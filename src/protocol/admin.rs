@@ -3,7 +3,9 @@
 //!
 //! Owns: [`ConsumeStats`] (GET_CONSUME_STATS 208), [`TopicStatsTable`] (GET_TOPIC_STATS_INFO
 //! 202), [`ConsumerConnection`] (GET_CONSUMER_CONNECTION_LIST 203), [`ResetOffsetBody`]
-//! (INVOKE_BROKER_TO_RESET_OFFSET 222 and RESET_CONSUMER_CLIENT_OFFSET 220), and
+//! (INVOKE_BROKER_TO_RESET_OFFSET 222 and RESET_CONSUMER_CLIENT_OFFSET 220),
+//! [`ProducerConnection`] (GET_PRODUCER_CONNECTION_LIST 204), [`GroupList`]
+//! (QUERY_TOPIC_CONSUME_BY_WHO 300), [`ConsumeStatsList`] (GET_BROKER_CONSUME_STATS 317), and
 //! [`parse_java_keyed_json`], which reads Java's maps keyed by objects.
 //!
 //! Java (fastjson) writes a `Map<MessageQueue, V>` with the *object* as the key:
@@ -16,7 +18,7 @@
 //! * Decoding accepts that form, standard JSON with the key as a quoted JSON string, and unquoted
 //!   integer keys; a key that is not a MessageQueue is an error naming the key.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::de::DeserializeOwned;
@@ -168,6 +170,99 @@ pub struct ConsumerConnection {
     pub message_model: MessageModel,
     /// topic → subscription.
     pub subscription_table: BTreeMap<String, SubscriptionData>,
+}
+
+/// GET_PRODUCER_CONNECTION_LIST (204) response: a producer group's online clients.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProducerConnection {
+    pub connection_set: Vec<Connection>,
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO (300) response.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GroupList {
+    pub group_list: BTreeSet<String>,
+}
+
+/// GET_BROKER_CONSUME_STATS (317) response: per subscription group (one single-key map each, as
+/// RocketMQ's `List<Map<group, List<ConsumeStats>>>`), the stats of each topic it has offsets
+/// for, and Σ of their diffs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConsumeStatsList {
+    pub broker_addr: String,
+    pub consume_stats_list: Vec<(String, Vec<ConsumeStats>)>,
+    pub total_diff: i64,
+    pub total_inflight_diff: i64,
+}
+
+impl ConsumeStatsList {
+    pub fn to_java_json(&self) -> String {
+        let mut s = String::from("{\"brokerAddr\":");
+        s.push_str(&json_str(&self.broker_addr));
+        s.push_str(",\"consumeStatsList\":[");
+        for (i, (group, stats)) in self.consume_stats_list.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push('{');
+            s.push_str(&json_str(group));
+            s.push_str(":[");
+            for (j, st) in stats.iter().enumerate() {
+                if j > 0 {
+                    s.push(',');
+                }
+                s.push_str(&st.to_java_json());
+            }
+            s.push_str("]}");
+        }
+        let _ = write!(
+            s,
+            "],\"totalDiff\":{},\"totalInflightDiff\":{}}}",
+            self.total_diff, self.total_inflight_diff
+        );
+        s
+    }
+
+    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase", default)]
+        struct RawStats {
+            consume_tps: f64,
+            offset_table: BTreeMap<String, OffsetWrapper>,
+        }
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase", default)]
+        struct Raw {
+            broker_addr: String,
+            consume_stats_list: Vec<BTreeMap<String, Vec<RawStats>>>,
+            total_diff: i64,
+            total_inflight_diff: i64,
+        }
+        let raw: Raw = parse_java_keyed_json(bytes)?;
+        let mut list = Vec::new();
+        for map in raw.consume_stats_list {
+            for (group, stats) in map {
+                let stats = stats
+                    .into_iter()
+                    .map(|r| {
+                        Ok(ConsumeStats {
+                            consume_tps: r.consume_tps,
+                            offset_table: mq_keys(r.offset_table)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                list.push((group, stats));
+            }
+        }
+        Ok(ConsumeStatsList {
+            broker_addr: raw.broker_addr,
+            consume_stats_list: list,
+            total_diff: raw.total_diff,
+            total_inflight_diff: raw.total_inflight_diff,
+        })
+    }
 }
 
 /// fastjson's double: always with a fraction (`0.0`, `12.5`).
@@ -346,6 +441,55 @@ mod tests {
             broker_name: "broker-a".into(),
             queue_id: q,
         }
+    }
+
+    #[test]
+    fn broker_consume_stats_group_list_and_producer_connection_encode_like_fastjson() {
+        let list = ConsumeStatsList {
+            broker_addr: "127.0.0.1:10911".into(),
+            consume_stats_list: vec![(
+                "G".into(),
+                vec![ConsumeStats {
+                    consume_tps: 1.5,
+                    offset_table: vec![(
+                        mq("T", 1),
+                        OffsetWrapper {
+                            broker_offset: 4,
+                            consumer_offset: 1,
+                            last_timestamp: 0,
+                            pull_offset: 1,
+                        },
+                    )],
+                }],
+            )],
+            total_diff: 3,
+            total_inflight_diff: 0,
+        };
+        let j = list.to_java_json();
+        assert_eq!(
+            j,
+            r#"{"brokerAddr":"127.0.0.1:10911","consumeStatsList":[{"G":[{"consumeTps":1.5,"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"T"}:{"brokerOffset":4,"consumerOffset":1,"lastTimestamp":0,"pullOffset":1}}}]}],"totalDiff":3,"totalInflightDiff":0}"#
+        );
+        assert_eq!(ConsumeStatsList::parse(j.as_bytes()).unwrap(), list);
+        let groups = GroupList {
+            group_list: ["b".to_string(), "a".to_string()].into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&groups).unwrap(),
+            r#"{"groupList":["a","b"]}"#
+        );
+        let p = ProducerConnection {
+            connection_set: vec![Connection {
+                client_addr: "127.0.0.1:5000".into(),
+                client_id: "c1".into(),
+                language: "JAVA".into(),
+                version: 401,
+            }],
+        };
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"{"connectionSet":[{"clientAddr":"127.0.0.1:5000","clientId":"c1","language":"JAVA","version":401}]}"#
+        );
     }
 
     #[test]

@@ -753,6 +753,28 @@ header! {
 }
 
 header! {
+    /// GET_BROKER_CONSUME_STATS (317): every subscription group's offsets on this broker;
+    /// `isOrder` keeps only ordered topics.
+    pub struct GetConsumeStatsInBrokerHeader {
+        is_order: bool => "isOrder" = false,
+    }
+}
+
+header! {
+    /// QUERY_TOPIC_CONSUME_BY_WHO (300): the groups that consume a topic here.
+    pub struct QueryTopicConsumeByWhoRequestHeader {
+        topic: String => "topic",
+    }
+}
+
+header! {
+    /// GET_PRODUCER_CONNECTION_LIST (204).
+    pub struct GetProducerConnectionListRequestHeader {
+        producer_group: String => "producerGroup",
+    }
+}
+
+header! {
     /// GET_CONSUMER_CONNECTION_LIST (203).
     pub struct GetConsumerConnectionListRequestHeader {
         consumer_group: String => "consumerGroup",

@@ -20,7 +20,8 @@ use actormq_core::format::msg_id::decode_offset_msg_id;
 use actormq_core::format::record::{self, Check, RecordView};
 use actormq_core::meta::SubscriptionGroupConfig;
 use actormq_core::protocol::admin::{
-    ConsumeStats, ConsumerConnection, ResetOffsetBody, TopicStatsTable,
+    ConsumeStats, ConsumeStatsList, ConsumerConnection, GroupList, ProducerConnection,
+    ResetOffsetBody, TopicStatsTable,
 };
 use actormq_core::protocol::body::TopicList;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
@@ -74,8 +75,12 @@ pub enum AdminCommand {
         #[arg(short = 'c', long = "clusterName")]
         cluster: Option<String>,
     },
-    /// Every topic the name server knows (206).
-    TopicList,
+    /// Every topic the name server knows (206); with -c also each one's cluster and the groups
+    /// that consume it (106, 105, then 300 on a broker of the topic).
+    TopicList {
+        #[arg(short = 'c', long = "clusterModel")]
+        cluster_model: bool,
+    },
     /// A topic's route: brokers, queues, permissions (105).
     TopicRoute {
         #[arg(short = 't', long)]
@@ -155,6 +160,24 @@ pub enum AdminCommand {
     ConsumerConnection {
         #[arg(short = 'g', long = "consumerGroup")]
         group: String,
+    },
+    /// A producer group's online producers, asked of a broker of the topic (105, 204).
+    ProducerConnection {
+        #[arg(short = 'g', long = "producerGroup")]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Lag of every group on one broker: queues with a diff of at least -l, and the total (317).
+    BrokerConsumeStats {
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: String,
+        /// Only ordered topics.
+        #[arg(short = 'o', long = "order", action = clap::ArgAction::Set, default_value_t = false)]
+        order: bool,
+        /// Lowest diff of a queue to list.
+        #[arg(short = 'l', long = "level", default_value_t = 0)]
+        level: i64,
     },
     /// A message by its offset msgId (33).
     QueryMsgById {
@@ -248,7 +271,14 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     JSON.store(json, Ordering::Relaxed);
     let out = match args.command {
         AdminCommand::ClusterList { cluster } => cluster_list(&admin, cluster.as_deref()).await?,
-        AdminCommand::TopicList => topic_list(&admin).await?,
+        AdminCommand::TopicList { cluster_model } => {
+            let topics = topic_list(&admin, !cluster_model).await?;
+            if cluster_model {
+                topic_consumers(&admin, &topics, json).await?
+            } else {
+                Some(json!(topics))
+            }
+        }
         AdminCommand::TopicRoute { topic } => {
             let r = admin.route(&topic).await?;
             let v = serde_json::to_value(&r)?;
@@ -368,6 +398,14 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         AdminCommand::ConsumerConnection { group } => {
             consumer_connection(&admin, &group, json).await?
         }
+        AdminCommand::ProducerConnection { group, topic } => {
+            producer_connection(&admin, &group, &topic, json).await?
+        }
+        AdminCommand::BrokerConsumeStats {
+            broker,
+            order,
+            level,
+        } => broker_consume_stats(&admin, &broker, order, level, json).await?,
         AdminCommand::QueryMsgById { msg_id, no_body } => {
             let (host, phy) = decode_offset_msg_id(&msg_id)
                 .map_err(|e| anyhow::anyhow!("msgId {msg_id}: {e}"))?;
@@ -774,7 +812,8 @@ fn print_or_return(t: Table) -> anyhow::Result<Option<Value>> {
 /// `--json` of the running command (read by the table printers).
 static JSON: AtomicBool = AtomicBool::new(false);
 
-async fn topic_list(admin: &AdminClient) -> anyhow::Result<Option<Value>> {
+/// Every topic the name server knows, sorted; printed one a line when `print` (and not --json).
+async fn topic_list(admin: &AdminClient, print: bool) -> anyhow::Result<Vec<String>> {
     let resp = admin
         .call_namesrv(RemotingCommand::new_request(
             rq::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
@@ -783,12 +822,156 @@ async fn topic_list(admin: &AdminClient) -> anyhow::Result<Option<Value>> {
     let list: TopicList = AdminClient::body(&resp, "name server", "GET_ALL_TOPIC_LIST")?;
     let mut topics = list.topic_list;
     topics.sort();
-    if !JSON.load(Ordering::Relaxed) {
+    if print && !JSON.load(Ordering::Relaxed) {
         for t in &topics {
             println!("{t}");
         }
     }
-    Ok(Some(json!(topics)))
+    Ok(topics)
+}
+
+/// `topicList -c`: each topic's cluster and the groups consuming it, a row per group (one with
+/// no group when none does), as mqadmin prints it. Retry and DLQ topics are left out, as there.
+async fn topic_consumers(
+    admin: &AdminClient,
+    topics: &[String],
+    json: bool,
+) -> anyhow::Result<Option<Value>> {
+    let clusters = admin.cluster_info().await?;
+    let cluster_of = |broker: &str| {
+        clusters
+            .cluster_addr_table
+            .iter()
+            .find(|(_, names)| names.iter().any(|n| n == broker))
+            .map_or_else(String::new, |(c, _)| c.clone())
+    };
+    let mut t = Table::new(&["Cluster Name", "Topic", "Consumer Group"]);
+    for topic in topics {
+        if topic.starts_with(actormq_core::meta::RETRY_GROUP_TOPIC_PREFIX)
+            || topic.starts_with(actormq_core::meta::DLQ_GROUP_TOPIC_PREFIX)
+        {
+            continue;
+        }
+        let masters = admin.topic_masters(topic).await?;
+        let Some((name, addr)) = masters.first() else {
+            continue;
+        };
+        let cmd = RemotingCommand::new_request(rq::QUERY_TOPIC_CONSUME_BY_WHO).with_ext_fields(
+            QueryTopicConsumeByWhoRequestHeader {
+                topic: topic.clone(),
+            }
+            .to_ext_fields(),
+        );
+        let resp = admin.call(addr, cmd).await?;
+        let groups: GroupList = AdminClient::body(&resp, addr, "QUERY_TOPIC_CONSUME_BY_WHO")?;
+        let cluster = cluster_of(name);
+        if groups.group_list.is_empty() {
+            t.push(vec![cluster.clone(), topic.clone(), String::new()]);
+        }
+        for g in groups.group_list {
+            t.push(vec![cluster.clone(), topic.clone(), g]);
+        }
+    }
+    if !json {
+        print!("{}", t.render());
+    }
+    Ok(Some(t.to_json()))
+}
+
+/// `producerConnection`: asked of the first master of the topic, as mqadmin does.
+async fn producer_connection(
+    admin: &AdminClient,
+    group: &str,
+    topic: &str,
+    json: bool,
+) -> anyhow::Result<Option<Value>> {
+    let masters = admin.topic_masters(topic).await?;
+    let Some((_, addr)) = masters.first() else {
+        anyhow::bail!("topic {topic} has no broker");
+    };
+    let cmd = RemotingCommand::new_request(rq::GET_PRODUCER_CONNECTION_LIST).with_ext_fields(
+        GetProducerConnectionListRequestHeader {
+            producer_group: group.into(),
+        }
+        .to_ext_fields(),
+    );
+    let resp = admin.call(addr, cmd).await?;
+    let p: ProducerConnection = AdminClient::body(&resp, addr, "GET_PRODUCER_CONNECTION_LIST")?;
+    if json {
+        return Ok(Some(serde_json::to_value(&p)?));
+    }
+    let mut t = Table::new(&["", "ClientId", "ClientAddr", "Language", "Version"]);
+    for (i, x) in p.connection_set.iter().enumerate() {
+        t.push(vec![
+            (i + 1).to_string(),
+            x.client_id.clone(),
+            x.client_addr.clone(),
+            x.language.clone(),
+            x.version.to_string(),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(None)
+}
+
+/// `brokerConsumeStats`: every queue of every group on one broker whose diff is at least
+/// `level`, and the broker's total diff.
+async fn broker_consume_stats(
+    admin: &AdminClient,
+    addr: &str,
+    order: bool,
+    level: i64,
+    json: bool,
+) -> anyhow::Result<Option<Value>> {
+    let cmd = RemotingCommand::new_request(rq::GET_BROKER_CONSUME_STATS)
+        .with_ext_fields(GetConsumeStatsInBrokerHeader { is_order: order }.to_ext_fields());
+    let resp = admin.call(addr, cmd).await?;
+    let list = ConsumeStatsList::parse(&resp.body).map_err(|why| AdminError::Body {
+        addr: addr.to_string(),
+        request: "GET_BROKER_CONSUME_STATS",
+        why,
+    })?;
+    let mut t = Table::new(&[
+        "Topic",
+        "Group",
+        "Broker Name",
+        "QID",
+        "Broker Offset",
+        "Consumer Offset",
+        "Diff",
+        "LastTime",
+    ]);
+    for (group, stats) in &list.consume_stats_list {
+        for s in stats {
+            for (mq, o) in &s.offset_table {
+                let diff = o.broker_offset - o.consumer_offset;
+                if diff < level {
+                    continue;
+                }
+                t.push(vec![
+                    mq.topic.clone(),
+                    group.clone(),
+                    mq.broker_name.clone(),
+                    mq.queue_id.to_string(),
+                    o.broker_offset.to_string(),
+                    o.consumer_offset.to_string(),
+                    diff.to_string(),
+                    time_str(o.last_timestamp),
+                ]);
+            }
+        }
+    }
+    if json {
+        return Ok(Some(json!({
+            "brokerAddr": list.broker_addr,
+            "diffTotal": list.total_diff,
+            "queues": t.to_json(),
+        })));
+    }
+    print!("{}", t.render());
+    println!();
+    println!("Diff Total: {}", list.total_diff);
+    Ok(None)
 }
 
 async fn topic_status(admin: &AdminClient, topic: &str) -> anyhow::Result<Option<Value>> {

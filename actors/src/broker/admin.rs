@@ -1,8 +1,10 @@
 //! The admin request codes (RocketMQ's AdminBrokerProcessor parts that mqadmin, the Dashboard
 //! and `actormq admin` use): GET_CONSUME_STATS (208), GET_TOPIC_STATS_INFO (202),
 //! GET_CONSUMER_CONNECTION_LIST (203), DELETE_TOPIC_IN_BROKER (215),
-//! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25)
-//! and INVOKE_BROKER_TO_RESET_OFFSET (222).
+//! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
+//! INVOKE_BROKER_TO_RESET_OFFSET (222), TRIGGER_DELETE_FILES, GET_PRODUCER_CONNECTION_LIST (204),
+//! QUERY_TOPIC_CONSUME_BY_WHO (300), GET_BROKER_CONSUME_STATS (317), and GET_ALL_CONSUMER_OFFSET
+//! (43) and GET_ALL_DELAY_OFFSET (45) (the tables a slave copies).
 //!
 //! Also owns the broker's *live* configuration ([`LiveConfig`]): the `Config` in effect, the
 //! request-path settings derived from it, and the keys changed at runtime, which are written to
@@ -26,7 +28,8 @@ use actormq_core::config::{load_layers, print_config_items, Config, Layer};
 use actormq_core::meta::{self, SubscriptionGroupConfig};
 use actormq_core::offset::QueueOffset;
 use actormq_core::protocol::admin::{
-    ConsumeStats, OffsetWrapper, ResetOffsetBody, TopicOffset, TopicStatsTable,
+    ConsumeStats, ConsumeStatsList, GroupList, OffsetWrapper, ResetOffsetBody, TopicOffset,
+    TopicStatsTable,
 };
 use actormq_core::protocol::body::{parse_java_json, MessageQueue};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
@@ -66,6 +69,11 @@ pub const ADMIN_CODES: &[i32] = &[
     rq::UPDATE_BROKER_CONFIG,
     rq::INVOKE_BROKER_TO_RESET_OFFSET,
     rq::TRIGGER_DELETE_FILES,
+    rq::GET_PRODUCER_CONNECTION_LIST,
+    rq::QUERY_TOPIC_CONSUME_BY_WHO,
+    rq::GET_BROKER_CONSUME_STATS,
+    rq::GET_ALL_CONSUMER_OFFSET,
+    rq::GET_ALL_DELAY_OFFSET,
 ];
 
 /// The file that keeps runtime updates across restarts.
@@ -296,6 +304,29 @@ impl BrokerCore {
             rq::UPDATE_BROKER_CONFIG => self.update_config(req, peer),
             rq::INVOKE_BROKER_TO_RESET_OFFSET => self.clone().reset_offset(req, peer),
             rq::TRIGGER_DELETE_FILES => self.trigger_delete_files(req, peer),
+            rq::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(req),
+            rq::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(req),
+            rq::GET_BROKER_CONSUME_STATS => self.clone().broker_consume_stats(req),
+            // What a slave copies from its master (RocketMQ's SlaveSynchronize): the tables as
+            // their config files hold them.
+            rq::GET_ALL_CONSUMER_OFFSET => {
+                let meta = self.meta.clone();
+                later(async move {
+                    match meta.send(metadata::GetOffsets).await {
+                        Ok(o) => ok(&req).with_body(meta::to_json(&o).into_bytes()),
+                        Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                    }
+                })
+            }
+            rq::GET_ALL_DELAY_OFFSET => {
+                let store = self.store.clone();
+                later(async move {
+                    match store.delay_offsets().await {
+                        Some(d) => ok(&req).with_body(d.to_json().into_bytes()),
+                        None => reply(&req, rc::SYSTEM_ERROR, "No delay offset in this broker"),
+                    }
+                })
+            }
             code => Handled::Reply(reply(
                 &req,
                 rc::REQUEST_CODE_NOT_SUPPORTED,
@@ -413,6 +444,129 @@ impl BrokerCore {
             ));
         }
         Handled::Reply(ok(&req).with_body(t.to_java_json().into_bytes()))
+    }
+
+    fn producer_connection(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetProducerConnectionListRequestHeader, req);
+        let clients = self.clients.clone();
+        later(async move {
+            match clients
+                .send(clients::GetProducerConnection(h.producer_group.clone()))
+                .await
+            {
+                Ok(Some(p)) => match serde_json::to_vec(&p) {
+                    Ok(b) => ok(&req).with_body(b),
+                    Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                },
+                // RocketMQ's code and words for a group with no online producer.
+                Ok(None) => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("the producer group[{}] not exist", h.producer_group),
+                ),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    /// Groups with an online consumer subscribed to the topic, and groups with a stored offset
+    /// for it (RocketMQ's answer: `topicList -c` lists them).
+    fn topic_consumed_by(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(QueryTopicConsumeByWhoRequestHeader, req);
+        let meta = self.meta.clone();
+        let online = self.subs.groups_of_topic(&h.topic);
+        later(async move {
+            let offsets = match meta.send(metadata::GetOffsets).await {
+                Ok(o) => o,
+                Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            };
+            let mut groups = GroupList::default();
+            groups.group_list.extend(online);
+            groups.group_list.extend(
+                offsets
+                    .offset_table
+                    .keys()
+                    .filter_map(|k| k.rsplit_once('@'))
+                    .filter(|(t, _)| *t == h.topic)
+                    .map(|(_, g)| g.to_string()),
+            );
+            match serde_json::to_vec(&groups) {
+                Ok(b) => ok(&req).with_body(b),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    /// Every subscription group's consume stats on this broker (`brokerConsumeStats`), as
+    /// RocketMQ's `fetchAllConsumeStatsInBroker`: per group, each topic it has offsets for that
+    /// still exists (with `isOrder`, only ordered ones; with online consumers, only topics they
+    /// subscribe to), every write queue's broker and consumer offsets, and Σ of the diffs.
+    fn broker_consume_stats(self: std::rc::Rc<Self>, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetConsumeStatsInBrokerHeader, req);
+        later(async move {
+            let offsets = match self.meta.send(metadata::GetOffsets).await {
+                Ok(o) => o,
+                Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            };
+            let mut by_group: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for (t, g) in offsets
+                .offset_table
+                .keys()
+                .filter_map(|k| k.rsplit_once('@'))
+            {
+                by_group.entry(g).or_default().push(t);
+            }
+            let broker = self.settings.load().broker_name.clone();
+            let mut list = ConsumeStatsList {
+                broker_addr: self.store_host.to_string(),
+                ..Default::default()
+            };
+            for group in self.meta_view.groups().subscription_group_table.keys() {
+                let mut per_topic = Vec::new();
+                let topics = by_group.get(group.as_str()).cloned().unwrap_or_default();
+                for topic in topics {
+                    let Some(tc) = self.meta_view.topic(topic) else {
+                        continue;
+                    };
+                    if h.is_order && !tc.order {
+                        continue;
+                    }
+                    if self.subs.get(group, topic).is_none() && self.subs.has_group(group) {
+                        continue;
+                    }
+                    let mut stats = ConsumeStats::default();
+                    for q in 0..tc.write_queue_nums as i32 {
+                        let broker_offset = self.reader.max_offset(topic, q).0 as i64;
+                        let consumer_offset = offsets.get(topic, group, q).unwrap_or(0).max(0);
+                        let last_timestamp = if consumer_offset > 0 {
+                            self.reader
+                                .store_time_at_queue_offset(
+                                    topic,
+                                    q,
+                                    QueueOffset(consumer_offset as u64 - 1),
+                                )
+                                .unwrap_or(0)
+                        } else {
+                            0
+                        };
+                        stats.offset_table.push((
+                            mq(topic, &broker, q),
+                            OffsetWrapper {
+                                broker_offset,
+                                consumer_offset,
+                                last_timestamp,
+                                pull_offset: consumer_offset,
+                            },
+                        ));
+                    }
+                    stats.consume_tps = self.all_rates.group_get_tps(group, topic);
+                    list.total_diff += stats.total_diff();
+                    per_topic.push(stats);
+                }
+                list.consume_stats_list.push((group.clone(), per_topic));
+            }
+            ok(&req).with_body(list.to_java_json().into_bytes())
+        })
     }
 
     fn consumer_connection(&self, req: RemotingCommand) -> Handled {

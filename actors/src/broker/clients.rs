@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use actormq_core::protocol::admin::{Connection as ClientConnection, ConsumerConnection};
+use actormq_core::protocol::admin::{
+    Connection as ClientConnection, ConsumerConnection, ProducerConnection,
+};
 use actormq_core::protocol::body::{
     ConsumeFromWhere, ConsumeType, HeartbeatData, MessageModel, MessageQueue, SubscriptionData,
 };
@@ -38,6 +40,22 @@ pub struct SubscriptionView(Arc<ArcSwap<SubTable>>);
 impl SubscriptionView {
     pub fn get(&self, group: &str, topic: &str) -> Option<SubscriptionData> {
         self.0.load().get(group)?.get(topic).cloned()
+    }
+
+    /// The groups with an online consumer subscribed to `topic` (RocketMQ's
+    /// `ConsumerManager.queryTopicConsumeByWho`).
+    pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
+        self.0
+            .load()
+            .iter()
+            .filter(|(_, subs)| subs.contains_key(topic))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// Whether `group` has an online consumer with any subscription.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.0.load().get(group).is_some_and(|s| !s.is_empty())
     }
 }
 
@@ -398,6 +416,33 @@ impl Serve<GetGroupConnection> for ClientRegistry {
                     .map(|(t, s)| (t.clone(), s.clone()))
                     .collect(),
             }
+        });
+        MessageResult(out)
+    }
+}
+
+/// A producer group's online clients (GET_PRODUCER_CONNECTION_LIST); `None` when no client of
+/// the group is connected.
+pub struct GetProducerConnection(pub String);
+impl Message for GetProducerConnection {
+    type Result = Option<ProducerConnection>;
+}
+
+impl Serve<GetProducerConnection> for ClientRegistry {
+    type Reply = Reply<GetProducerConnection>;
+    fn serve(&mut self, m: GetProducerConnection, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let out = self.producers.get(&m.0).map(|p| {
+            let mut connection_set: Vec<ClientConnection> = p
+                .iter()
+                .map(|(id, ch)| ClientConnection {
+                    client_addr: ch.addr.clone(),
+                    client_id: id.clone(),
+                    language: ch.language.to_string(),
+                    version: ch.version,
+                })
+                .collect();
+            connection_set.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+            ProducerConnection { connection_set }
         });
         MessageResult(out)
     }
