@@ -370,6 +370,56 @@ fn every_admin_command_against_a_running_broker() {
             "{lagging:?}"
         );
 
+        // statsAll -t: the topic's N puts of the last 24 hours, and per consuming group its
+        // gets (at least N: the consumer read everything) and lag.
+        let rows = json(&ns, &["statsAll", "-t", &topic]).await;
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["Consumer Group"] == group.as_str())
+            .unwrap_or_else(|| panic!("{group} missing: {rows}"));
+        assert_eq!(int(&row["InMsg24Hour"]), N as i64, "{rows}");
+        assert!(int(&row["OutMsg24Hour"]) >= N as i64, "{rows}");
+        assert_eq!(int(&row["Accumulation"]), 0, "{rows}");
+        assert!(
+            row["InTPS"].as_str().unwrap().parse::<f64>().is_ok(),
+            "{rows}"
+        );
+        assert!(
+            rows.as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["Consumer Group"] == idle.as_str()),
+            "{rows}"
+        );
+        // The item itself, and RocketMQ's answer for one that does not exist.
+        let stats = |name: &str, key: &str| {
+            RemotingCommand::new_request(rq::VIEW_BROKER_STATS_DATA)
+                .with_ext("statsName", name)
+                .with_ext("statsKey", key)
+        };
+        let r = raw
+            .invoke(stats("TOPIC_PUT_NUMS", &topic), Duration::from_secs(5))
+            .await
+            .expect("VIEW_BROKER_STATS_DATA answered");
+        assert_eq!(r.code, rc::SUCCESS);
+        let v: Value = serde_json::from_slice(&r.body).expect("stats JSON");
+        assert_eq!(v["statsDay"]["sum"], N as i64, "{v}");
+        assert_eq!(v["statsHour"]["sum"], N as i64, "{v}");
+        let r = raw
+            .invoke(
+                stats("TOPIC_PUT_NUMS", "NoSuchTopic"),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("VIEW_BROKER_STATS_DATA answered");
+        assert_eq!(r.code, rc::SYSTEM_ERROR);
+        assert_eq!(
+            r.remark.as_deref(),
+            Some("The stats <TOPIC_PUT_NUMS> <NoSuchTopic> not exist")
+        );
+
         // What a slave copies: the consumer offsets and the delay progress, as their files.
         let r = raw
             .invoke(

@@ -4,7 +4,8 @@
 //! Owns: [`ConsumeStats`] (GET_CONSUME_STATS 208), [`TopicStatsTable`] (GET_TOPIC_STATS_INFO
 //! 202), [`ConsumerConnection`] (GET_CONSUMER_CONNECTION_LIST 203), [`ResetOffsetBody`]
 //! (INVOKE_BROKER_TO_RESET_OFFSET 222 and RESET_CONSUMER_CLIENT_OFFSET 220),
-//! [`ProducerConnection`] (GET_PRODUCER_CONNECTION_LIST 204), [`GroupList`]
+//! [`ProducerConnection`] (GET_PRODUCER_CONNECTION_LIST 204), [`BrokerStatsData`]
+//! (VIEW_BROKER_STATS_DATA 315), [`GroupList`]
 //! (QUERY_TOPIC_CONSUME_BY_WHO 300), [`ConsumeStatsList`] (GET_BROKER_CONSUME_STATS 317), and
 //! [`parse_java_keyed_json`], which reads Java's maps keyed by objects.
 //!
@@ -170,6 +171,40 @@ pub struct ConsumerConnection {
     pub message_model: MessageModel,
     /// topic → subscription.
     pub subscription_table: BTreeMap<String, SubscriptionData>,
+}
+
+/// One window of a stats item: messages counted, per second, and per call (`avgpt`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BrokerStatsItem {
+    pub avgpt: f64,
+    pub sum: i64,
+    pub tps: f64,
+}
+
+impl BrokerStatsItem {
+    /// From `sum` messages in `calls` calls over `seconds`.
+    pub fn of(sum: u64, calls: u64, seconds: f64) -> Self {
+        BrokerStatsItem {
+            avgpt: if calls > 0 {
+                sum as f64 / calls as f64
+            } else {
+                0.0
+            },
+            sum: sum as i64,
+            tps: sum as f64 / seconds,
+        }
+    }
+}
+
+/// VIEW_BROKER_STATS_DATA (315) response: an item over the last day, hour and minute. (A rate
+/// under 0.001 prints as a plain decimal, where Java writes `3.4E-5`; JSON readers take both.)
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BrokerStatsData {
+    pub stats_day: BrokerStatsItem,
+    pub stats_hour: BrokerStatsItem,
+    pub stats_minute: BrokerStatsItem,
 }
 
 /// GET_PRODUCER_CONNECTION_LIST (204) response: a producer group's online clients.
@@ -471,6 +506,15 @@ mod tests {
             r#"{"brokerAddr":"127.0.0.1:10911","consumeStatsList":[{"G":[{"consumeTps":1.5,"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"T"}:{"brokerOffset":4,"consumerOffset":1,"lastTimestamp":0,"pullOffset":1}}}]}],"totalDiff":3,"totalInflightDiff":0}"#
         );
         assert_eq!(ConsumeStatsList::parse(j.as_bytes()).unwrap(), list);
+        let data = BrokerStatsData {
+            stats_day: BrokerStatsItem::of(8_640, 3, 86_400.0),
+            stats_hour: BrokerStatsItem::of(0, 0, 3_600.0),
+            stats_minute: BrokerStatsItem::of(120, 60, 60.0),
+        };
+        assert_eq!(
+            serde_json::to_string(&data).unwrap(),
+            r#"{"statsDay":{"avgpt":2880.0,"sum":8640,"tps":0.1},"statsHour":{"avgpt":0.0,"sum":0,"tps":0.0},"statsMinute":{"avgpt":2.0,"sum":120,"tps":2.0}}"#
+        );
         let groups = GroupList {
             group_list: ["b".to_string(), "a".to_string()].into(),
         };

@@ -761,6 +761,15 @@ header! {
 }
 
 header! {
+    /// VIEW_BROKER_STATS_DATA (315): one stats item (`TOPIC_PUT_NUMS` of a topic,
+    /// `GROUP_GET_NUMS` of `topic@group`, `BROKER_PUT_NUMS`/`BROKER_GET_NUMS` of the cluster).
+    pub struct ViewBrokerStatsDataRequestHeader {
+        stats_name: String => "statsName",
+        stats_key: String => "statsKey",
+    }
+}
+
+header! {
     /// QUERY_TOPIC_CONSUME_BY_WHO (300): the groups that consume a topic here.
     pub struct QueryTopicConsumeByWhoRequestHeader {
         topic: String => "topic",

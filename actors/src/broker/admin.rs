@@ -3,8 +3,8 @@
 //! GET_CONSUMER_CONNECTION_LIST (203), DELETE_TOPIC_IN_BROKER (215),
 //! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
 //! INVOKE_BROKER_TO_RESET_OFFSET (222), TRIGGER_DELETE_FILES, GET_PRODUCER_CONNECTION_LIST (204),
-//! QUERY_TOPIC_CONSUME_BY_WHO (300), GET_BROKER_CONSUME_STATS (317), and GET_ALL_CONSUMER_OFFSET
-//! (43) and GET_ALL_DELAY_OFFSET (45) (the tables a slave copies).
+//! QUERY_TOPIC_CONSUME_BY_WHO (300), GET_BROKER_CONSUME_STATS (317), VIEW_BROKER_STATS_DATA (315),
+//! and GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45) (the tables a slave copies).
 //!
 //! Also owns the broker's *live* configuration ([`LiveConfig`]): the `Config` in effect, the
 //! request-path settings derived from it, and the keys changed at runtime, which are written to
@@ -28,8 +28,8 @@ use actormq_core::config::{load_layers, print_config_items, Config, Layer};
 use actormq_core::meta::{self, SubscriptionGroupConfig};
 use actormq_core::offset::QueueOffset;
 use actormq_core::protocol::admin::{
-    ConsumeStats, ConsumeStatsList, GroupList, OffsetWrapper, ResetOffsetBody, TopicOffset,
-    TopicStatsTable,
+    BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, GroupList, OffsetWrapper,
+    ResetOffsetBody, TopicOffset, TopicStatsTable,
 };
 use actormq_core::protocol::body::{parse_java_json, MessageQueue};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
@@ -74,6 +74,7 @@ pub const ADMIN_CODES: &[i32] = &[
     rq::GET_BROKER_CONSUME_STATS,
     rq::GET_ALL_CONSUMER_OFFSET,
     rq::GET_ALL_DELAY_OFFSET,
+    rq::VIEW_BROKER_STATS_DATA,
 ];
 
 /// The file that keeps runtime updates across restarts.
@@ -187,46 +188,103 @@ impl LiveConfig {
 const SLOT: Duration = Duration::from_secs(10);
 const SLOTS: usize = 60;
 
-/// Message counts in 10-second slots: TPS over the last 10 s, 1 min and 10 min, as RocketMQ's
-/// `putTps` (`"10s 1min 10min"`).
-struct Rate {
-    slots: [u64; SLOTS],
-    /// Index of the slot being filled and when it started.
+/// `N` slots of `len` each, counting (messages, calls); the slot being filled is `cur`.
+struct Ring<const N: usize> {
+    slots: [(u64, u64); N],
     cur: usize,
     cur_start: Instant,
+    len: Duration,
 }
 
-impl Rate {
-    fn new(now: Instant) -> Rate {
-        Rate {
-            slots: [0; SLOTS],
+impl<const N: usize> Ring<N> {
+    fn new(now: Instant, len: Duration) -> Self {
+        Ring {
+            slots: [(0, 0); N],
             cur: 0,
             cur_start: now,
+            len,
         }
     }
 
     fn roll(&mut self, now: Instant) {
         let mut steps = 0;
-        while now.duration_since(self.cur_start) >= SLOT && steps <= SLOTS {
-            self.cur = (self.cur + 1) % SLOTS;
-            self.slots[self.cur] = 0;
-            self.cur_start += SLOT;
+        while now.duration_since(self.cur_start) >= self.len && steps <= N {
+            self.cur = (self.cur + 1) % N;
+            self.slots[self.cur] = (0, 0);
+            self.cur_start += self.len;
             steps += 1;
         }
-        if steps > SLOTS {
+        if steps > N {
             // Idle for longer than the ring: start afresh.
             self.cur_start = now;
         }
     }
 
-    /// Messages per second over the last `n` completed slots.
-    fn tps(&mut self, n: usize, now: Instant) -> f64 {
+    fn add(&mut self, n: u64, now: Instant) {
         self.roll(now);
+        self.slots[self.cur].0 += n;
+        self.slots[self.cur].1 += 1;
+    }
+
+    /// (messages, calls) of the last `k` slots, the one being filled included when `current`.
+    fn sum(&mut self, k: usize, current: bool, now: Instant) -> (u64, u64) {
+        self.roll(now);
+        let skip = usize::from(!current);
+        let k = k.clamp(1, N - skip);
+        (skip..skip + k)
+            .map(|i| self.slots[(self.cur + N - i) % N])
+            .fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1))
+    }
+}
+
+/// Message counts of one key: in 10-second slots for TPS over the last 10 s, 1 min and 10 min,
+/// as RocketMQ's `putTps` (`"10s 1min 10min"`), and in minutes and hours for the hour and day
+/// figures of VIEW_BROKER_STATS_DATA (`statsAll`'s 24-hour counts).
+struct Rate {
+    ten_s: Ring<SLOTS>,
+    minutes: Ring<60>,
+    hours: Ring<24>,
+}
+
+/// (messages, calls) over the last minute, hour and day of one key (RocketMQ's `StatsSnapshot`
+/// sums); the day and hour include the slot being filled, the minute only completed 10-second
+/// slots.
+pub type StatsSums = [(u64, u64); 3];
+
+impl Rate {
+    fn new(now: Instant) -> Rate {
+        Rate {
+            ten_s: Ring::new(now, SLOT),
+            minutes: Ring::new(now, Duration::from_secs(60)),
+            hours: Ring::new(now, Duration::from_secs(3600)),
+        }
+    }
+
+    fn add(&mut self, n: u64, now: Instant) {
+        self.ten_s.add(n, now);
+        self.minutes.add(n, now);
+        self.hours.add(n, now);
+    }
+
+    /// Messages per second over the last `n` completed 10-second slots.
+    fn tps(&mut self, n: usize, now: Instant) -> f64 {
         let n = n.clamp(1, SLOTS - 1);
-        let sum: u64 = (1..=n)
-            .map(|i| self.slots[(self.cur + SLOTS - i) % SLOTS])
-            .sum();
-        sum as f64 / (n as f64 * SLOT.as_secs_f64())
+        self.ten_s.sum(n, false, now).0 as f64 / (n as f64 * SLOT.as_secs_f64())
+    }
+
+    fn sums(&mut self, now: Instant) -> StatsSums {
+        [
+            self.ten_s.sum(6, false, now),
+            self.minutes.sum(60, true, now),
+            self.hours.sum(24, true, now),
+        ]
+    }
+}
+
+fn add_sums(a: &mut StatsSums, b: StatsSums) {
+    for (x, y) in a.iter_mut().zip(b) {
+        x.0 += y.0;
+        x.1 += y.1;
     }
 }
 
@@ -249,9 +307,27 @@ impl Rates {
         if !inner.contains_key(b) {
             inner.insert(b.to_owned(), Rate::new(now));
         }
-        let r = inner.get_mut(b).expect("inserted above");
-        r.roll(now);
-        r.slots[r.cur] += n;
+        inner.get_mut(b).expect("inserted above").add(n, now);
+    }
+
+    /// [`StatsSums`] of (a, b), `b = None` summing every b under a, `a = None` every key; `None`
+    /// when no such key was ever counted (RocketMQ: "the stats not exist").
+    pub fn sums(&self, a: Option<&str>, b: Option<&str>) -> Option<StatsSums> {
+        let now = Instant::now();
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = None;
+        for (ka, inner) in map.iter_mut() {
+            if a.is_some_and(|a| a != ka) {
+                continue;
+            }
+            for (kb, r) in inner.iter_mut() {
+                if b.is_some_and(|b| b != kb) {
+                    continue;
+                }
+                add_sums(out.get_or_insert([(0, 0); 3]), r.sums(now));
+            }
+        }
+        out
     }
 
     /// TPS of (a, b) over the last `slots` × 10 s; `b = None` sums every b under a.
@@ -307,6 +383,23 @@ impl BrokerCore {
             rq::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(req),
             rq::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(req),
             rq::GET_BROKER_CONSUME_STATS => self.clone().broker_consume_stats(req),
+            rq::VIEW_BROKER_STATS_DATA => {
+                let h = header_or_reply!(ViewBrokerStatsDataRequestHeader, req);
+                let cluster = self.settings.load().cluster.clone();
+                Handled::Reply(
+                    match self.all_rates.stats(&h.stats_name, &h.stats_key, &cluster) {
+                        Some(d) => match serde_json::to_vec(&d) {
+                            Ok(b) => ok(&req).with_body(b),
+                            Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                        },
+                        None => reply(
+                            &req,
+                            rc::SYSTEM_ERROR,
+                            format!("The stats <{}> <{}> not exist", h.stats_name, h.stats_key),
+                        ),
+                    },
+                )
+            }
             // What a slave copies from its master (RocketMQ's SlaveSynchronize): the tables as
             // their config files hold them.
             rq::GET_ALL_CONSUMER_OFFSET => {
@@ -1020,6 +1113,34 @@ impl SharedRates {
             + 0.0
     }
 
+    /// VIEW_BROKER_STATS_DATA: the stats item `name` of `key`, over every thread; `None` when it
+    /// does not exist (an unknown name, or nothing counted for the key yet). `cluster` is the
+    /// key of the broker-wide items, as in RocketMQ.
+    pub fn stats(&self, name: &str, key: &str, cluster: &str) -> Option<BrokerStatsData> {
+        let each = self.each();
+        let sums = |pick: &dyn Fn(&RateSet) -> Option<StatsSums>| {
+            each.iter().filter_map(|r| pick(r)).reduce(|mut a, b| {
+                add_sums(&mut a, b);
+                a
+            })
+        };
+        let s = match name {
+            "TOPIC_PUT_NUMS" => sums(&|r| r.put.sums(Some(key), None)),
+            "GROUP_GET_NUMS" => {
+                let (topic, group) = key.split_once('@')?;
+                sums(&|r| r.get.sums(Some(group), Some(topic)))
+            }
+            "BROKER_PUT_NUMS" if key == cluster => sums(&|r| r.put.sums(None, None)),
+            "BROKER_GET_NUMS" if key == cluster => sums(&|r| r.get.sums(None, None)),
+            _ => None,
+        }?;
+        Some(BrokerStatsData {
+            stats_minute: BrokerStatsItem::of(s[0].0, s[0].1, 60.0),
+            stats_hour: BrokerStatsItem::of(s[1].0, s[1].1, 3_600.0),
+            stats_day: BrokerStatsItem::of(s[2].0, s[2].1, 86_400.0),
+        })
+    }
+
     /// Get TPS of (group, topic) over the last 10 s.
     pub fn group_get_tps(&self, group: &str, topic: &str) -> f64 {
         self.each()
@@ -1066,13 +1187,32 @@ mod tests {
     fn rates_count_in_ten_second_slots() {
         let t0 = Instant::now();
         let mut r = Rate::new(t0);
-        r.slots[r.cur] += 100;
+        r.add(100, t0);
         // Still in the first slot: nothing completed yet.
         assert_eq!(r.tps(1, t0 + Duration::from_secs(5)), 0.0);
         assert_eq!(r.tps(1, t0 + Duration::from_secs(10)), 10.0);
         assert_eq!(r.tps(6, t0 + Duration::from_secs(10)), 100.0 / 60.0);
         // After more than the ring, everything has aged out.
         assert_eq!(r.tps(59, t0 + Duration::from_secs(3600)), 0.0);
+    }
+
+    /// The minute of VIEW_BROKER_STATS_DATA counts the last six completed 10-second slots; the
+    /// hour and day count every minute and hour slot in reach, the current one included.
+    #[test]
+    fn stats_sums_cover_the_last_minute_hour_and_day() {
+        let t0 = Instant::now();
+        let mut r = Rate::new(t0);
+        r.add(100, t0);
+        r.add(20, t0 + Duration::from_secs(15));
+        r.add(50, t0 + Duration::from_secs(70));
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(r.sums(at(75)), [(20, 1), (170, 3), (170, 3)]);
+        // Two hours on: only the day still holds them.
+        assert_eq!(r.sums(at(7_300)), [(0, 0), (0, 0), (170, 3)]);
+        // A day and more on: nothing.
+        assert_eq!(r.sums(at(90_000)), [(0, 0); 3]);
+        let item = BrokerStatsItem::of(170, 3, 3_600.0);
+        assert_eq!((item.sum, item.avgpt), (170, 170.0 / 3.0));
     }
 
     #[test]
