@@ -10,9 +10,10 @@
 //!
 //! # Calls in and out
 //! * in (owner): [`IndexStore::open`] at startup (FACTS §6.3 step 2) — a file whose size or
-//!   header breaks a rule is left out with every later file ([`IndexStore::damage`]), and
-//!   [`IndexStore::remove_damaged`] takes them off the disk once the owner has arranged their
-//!   rebuild (RocketMQ refuses the start) — then, after an abnormal
+//!   header breaks a rule is left out with every later file ([`IndexStore::damage`]; RocketMQ
+//!   maps it as it is), and [`IndexStore::begin_rebuild`] takes them, and files naming records
+//!   past the recovered end, off the disk behind a rebuild marker that [`finish_rebuild`]
+//!   removes once re-dispatch is done — then, after an abnormal
 //!   exit, [`IndexStore::destroy_newer_than`] when the machine may have gone down, or
 //!   [`IndexStore::mark_all_unflushed`] when only the process died (files kept as the page cache
 //!   holds them); [`IndexStore::put`] per dispatched
@@ -102,6 +103,12 @@ pub enum IndexError {
     },
     #[error("index file {}: file size is {actual} bytes, expected {expected} (40 + hashSlotNum*4 + indexNum*20)", .file.display())]
     Size {
+        file: PathBuf,
+        actual: u64,
+        expected: u64,
+    },
+    #[error("index file {}: file size is {actual} bytes, expected {expected} (40 + hashSlotNum*4 + indexNum*20), and no index file has that size: if maxHashSlotNum or maxIndexNum changed, restore them (or remove the index directory to rebuild it)", .file.display())]
+    ConfigMismatch {
         file: PathBuf,
         actual: u64,
         expected: u64,
@@ -647,19 +654,38 @@ pub struct IndexStore {
     files: Vec<Arc<IndexFile>>,
     published: FileList,
     damage: Option<IndexDamage>,
+    /// New files are named after this one: the name of every file a rebuild removed, so a file
+    /// of the rebuild is never taken for one the rebuild marker says to delete.
+    name_floor: Option<String>,
 }
 
-/// Index files [`IndexStore::open`] left out: the first whose size or header breaks a rule, and
-/// every file after it.
-#[derive(Debug)]
+/// Index files [`IndexStore::open`] left out, to be taken off the disk and rebuilt: the first
+/// whose size or header breaks a rule and every file after it, and what a rebuild marker left by
+/// an interrupted start still names.
+#[derive(Debug, Default)]
 pub struct IndexDamage {
-    /// What is wrong with the first file (an [`IndexError::Size`] or [`IndexError::Header`]).
-    pub error: IndexError,
-    /// endPhyOffset of the newest file kept (0 without one): the index has every record below
-    /// it, so re-dispatch from there indexes again what the left-out files held.
-    pub kept_end_phy_offset: i64,
-    /// The damaged file first, then the later ones, in name order.
-    pub files: Vec<PathBuf>,
+    /// Why, naming the file, field and rule (or the marker).
+    pub reason: String,
+    /// Files to delete (name order).
+    pub delete: Vec<PathBuf>,
+    /// The damaged file, kept as `<name>.corrupt` for a look.
+    pub corrupt: Option<PathBuf>,
+    /// The start of an interrupted rebuild (a CommitLog offset): re-dispatch begins there at the
+    /// latest.
+    pub resume_from: Option<i64>,
+}
+
+/// `index/.rebuild`: written (durably) before a rebuild removes index files, removed once
+/// dispatch has indexed the whole CommitLog again. A start that finds it — the one before was
+/// stopped during the rebuild, cleanly or not — removes what it names and rebuilds from its
+/// `from` again, whatever the checkpoint or the abort file say.
+const REBUILD_MARKER: &str = ".rebuild";
+
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct RebuildMarker {
+    from: i64,
+    corrupt: Option<String>,
+    delete: Vec<String>,
 }
 
 /// Whether `f` indexes a record at or past CommitLog offset `end` (its last entry's record).
@@ -702,6 +728,8 @@ impl IndexStore {
             }
             if is_index_file_name(&name) {
                 names.push(name);
+            } else if name == REBUILD_MARKER {
+                continue;
             } else if name.starts_with('.') && name.ends_with(".tmp") {
                 let _ = std::fs::remove_file(entry.path()); // our interrupted creation
             } else {
@@ -709,31 +737,69 @@ impl IndexStore {
             }
         }
         names.sort();
+        let mut damage: Option<IndexDamage> = None;
+        let mut name_floor = None;
+        let marker_path = dir.join(REBUILD_MARKER);
+        if marker_path.exists() {
+            // An unreadable marker (it is written whole, by rename) is read as "rebuild all".
+            let marker = std::fs::read(&marker_path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<RebuildMarker>(&b).ok())
+                .unwrap_or_else(|| RebuildMarker {
+                    delete: names.clone(),
+                    ..RebuildMarker::default()
+                });
+            name_floor = marker.delete.iter().chain(&marker.corrupt).max().cloned();
+            names.retain(|n| !marker.delete.contains(n) && marker.corrupt.as_ref() != Some(n));
+            damage = Some(IndexDamage {
+                reason: format!(
+                    "{}: a rebuild of the index from CommitLog offset {} did not finish",
+                    marker_path.display(),
+                    marker.from
+                ),
+                delete: marker.delete.iter().map(|n| dir.join(n)).collect(),
+                corrupt: marker.corrupt.map(|n| dir.join(n)),
+                resume_from: Some(marker.from),
+            });
+        }
         // A file of the wrong size is damage only if another file has the size the config asks
         // for; otherwise the config more likely changed (hashSlotNum, indexNum), and rebuilding
-        // the whole index would destroy every file over a typo: refused, naming the sizes.
+        // the whole index would destroy every file over a typo: refused.
         let expected = file_size(slot_num, index_num);
         let config_matches = names
             .iter()
             .any(|n| std::fs::metadata(dir.join(n)).is_ok_and(|m| m.len() == expected));
         let mut files = Vec::with_capacity(names.len());
-        let mut damage = None;
         for (i, n) in names.iter().enumerate() {
             match IndexFile::open(&dir.join(n), slot_num, index_num) {
                 Ok(f) => files.push(Arc::new(f)),
-                Err(e @ IndexError::Size { .. }) if !config_matches => return Err(e),
+                Err(IndexError::Size {
+                    file,
+                    actual,
+                    expected,
+                }) if !config_matches => {
+                    return Err(IndexError::ConfigMismatch {
+                        file,
+                        actual,
+                        expected,
+                    })
+                }
                 // The index is derived from the CommitLog: a file whose size or header breaks a
                 // rule (a truncated copy, a damaged disk) is rebuilt rather than refusing the
                 // start. The files after it go too — the index is appended in CommitLog order,
                 // so the damaged file's records could not be indexed again in front of them.
                 Err(error @ (IndexError::Size { .. } | IndexError::Header { .. })) => {
-                    damage = Some(IndexDamage {
-                        error,
-                        kept_end_phy_offset: files
-                            .last()
-                            .map_or(0, |f: &Arc<IndexFile>| f.end_phy_offset()),
-                        files: names[i..].iter().map(|n| dir.join(n)).collect(),
-                    });
+                    let d = damage.get_or_insert_with(IndexDamage::default);
+                    if !d.reason.is_empty() {
+                        d.reason.push_str("; ");
+                    }
+                    d.reason.push_str(&error.to_string());
+                    if d.corrupt.is_none() {
+                        d.corrupt = Some(dir.join(n));
+                    } else {
+                        d.delete.push(dir.join(n));
+                    }
+                    d.delete.extend(names[i + 1..].iter().map(|n| dir.join(n)));
                     break;
                 }
                 Err(e) => return Err(e),
@@ -754,34 +820,83 @@ impl IndexStore {
             files,
             published,
             damage,
+            name_floor,
         })
     }
 
-    /// The damaged file [`open`](Self::open) stopped loading at, if any (the store serves
-    /// without it and the files after it until [`remove_damaged`](Self::remove_damaged)).
+    /// What [`open`](Self::open) left out to be rebuilt, if anything (the store serves without
+    /// it until [`begin_rebuild`](Self::begin_rebuild)).
     pub fn damage(&self) -> Option<&IndexDamage> {
         self.damage.as_ref()
     }
 
-    /// Takes the [`damage`](Self::damage) off the disk: the files after the damaged one are
-    /// deleted, newest first, then the damaged one is renamed `<name>.corrupt` (kept for a look,
-    /// ignored by later starts). In that order, a start interrupted midway finds the damaged file
-    /// again and removes the rest; it never finds the later files without it, which would load
-    /// and hide the gap. The caller first makes sure a later abnormal start re-dispatches from
-    /// [`IndexDamage::kept_end_phy_offset`]. Returns how many files went.
-    pub fn remove_damaged(&mut self) -> Result<usize, IndexError> {
-        let Some(damage) = self.damage.take() else {
-            return Ok(0);
+    /// Before re-dispatch from CommitLog offset `from` rebuilds the index: writes the rebuild
+    /// marker (durably) naming `from`, every file naming a record at or past `end` and the
+    /// [`damage`](Self::damage), then deletes those files newest first and renames the damaged
+    /// one `<name>.corrupt` (never over an earlier one). New files get names after every removed
+    /// one. The caller has lowered the checkpoint first, and calls [`finish_rebuild`] once
+    /// dispatch has caught up. Returns how many files went.
+    pub fn begin_rebuild(&mut self, from: i64, end: i64) -> Result<usize, IndexError> {
+        let damage = self.damage.take().unwrap_or_default();
+        let (past, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
+            .into_iter()
+            .partition(|f| names_past(f, end));
+        self.files = kept;
+        self.publish(); // readers stop finding them before they disappear from the directory
+        let mut delete: Vec<PathBuf> = past.iter().map(|f| f.path.clone()).collect();
+        delete.extend(damage.delete);
+        delete.sort();
+        delete.dedup();
+        let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let marker = RebuildMarker {
+            from,
+            corrupt: damage.corrupt.as_ref().and_then(name),
+            delete: delete.iter().filter_map(name).collect(),
         };
-        let (first, later) = damage.files.split_first().expect("a damaged file");
-        for path in later.iter().rev() {
-            std::fs::remove_file(path).map_err(io_err(path, "delete (after a damaged one)"))?;
+        let floor = marker.delete.iter().chain(&marker.corrupt).max().cloned();
+        if floor > self.name_floor {
+            self.name_floor = floor;
         }
-        let mut aside = first.clone().into_os_string();
-        aside.push(".corrupt");
-        std::fs::rename(first, &aside).map_err(io_err(first, "rename to .corrupt"))?;
-        super::mapped_file::sync_dir(&self.dir).map_err(io_err(&self.dir, "sync"))?;
-        Ok(damage.files.len())
+        let marker_path = self.dir.join(REBUILD_MARKER);
+        let tmp = self.dir.join(format!("{REBUILD_MARKER}.tmp"));
+        let json = serde_json::to_vec(&marker).expect("a marker serialises");
+        std::fs::write(&tmp, json).map_err(io_err(&tmp, "write"))?;
+        File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err(&tmp, "sync"))?;
+        std::fs::rename(&tmp, &marker_path).map_err(io_err(&tmp, "rename into place"))?;
+        let sync_dir = || {
+            super::mapped_file::sync_dir(&self.dir).map_err(io_err(&self.dir, "sync the directory"))
+        };
+        sync_dir()?;
+        for path in delete.iter().rev() {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(io_err(path, "delete (to rebuild it)")(e))
+                }
+                _ => {}
+            }
+        }
+        sync_dir()?;
+        if let Some(first) = &damage.corrupt {
+            if first.exists() {
+                let aside = (0..)
+                    .map(|i| {
+                        let mut a = first.clone().into_os_string();
+                        a.push(if i == 0 {
+                            ".corrupt".to_string()
+                        } else {
+                            format!(".corrupt.{i}")
+                        });
+                        PathBuf::from(a)
+                    })
+                    .find(|a| !a.exists())
+                    .expect("a free name");
+                std::fs::rename(first, &aside).map_err(io_err(first, "rename to .corrupt"))?;
+                sync_dir()?;
+            }
+        }
+        Ok(delete.len() + usize::from(damage.corrupt.is_some()))
     }
 
     /// `IndexService.buildIndex` for one record: indexes `topic#uniqKey` (if any) then
@@ -840,9 +955,14 @@ impl IndexStore {
         let prev_end = self.files.last().map_or((0, 0), |f| f.end_pair());
         // Load order is name order, so a new name must sort after the newest one and be unused.
         let mut name = name_for_ms(now_ms);
-        if let Some(last) = self.files.last() {
-            if name.as_str() <= last.name() {
-                name = name_after(last.name());
+        let floor = self
+            .files
+            .last()
+            .map(|f| f.name())
+            .max(self.name_floor.as_deref());
+        if let Some(floor) = floor {
+            if name.as_str() <= floor {
+                name = name_after(floor);
             }
         }
         while self.dir.join(&name).exists() || self.dir.join(format!(".{name}.tmp")).exists() {
@@ -968,16 +1088,6 @@ impl IndexStore {
         Some((begin, kept_end_ts))
     }
 
-    /// Removes the files [`past`](Self::past) names (and an empty file after them: its header
-    /// starts at the end of the one before). Returns how many.
-    pub fn destroy_past(&mut self, end: i64) -> usize {
-        let (doomed, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
-            .into_iter()
-            .partition(|f| names_past(f, end));
-        self.files = kept;
-        self.retire(doomed)
-    }
-
     /// Cleanup (FACTS §9): deletes the oldest files whose endPhyOffset < `min_phy_offset`,
     /// stopping at the first that is not, and never the newest file. Returns how many.
     pub fn delete_files_below(&mut self, min_phy_offset: i64) -> usize {
@@ -1019,6 +1129,16 @@ impl IndexStore {
     }
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+/// Removes the rebuild marker of [`IndexStore::begin_rebuild`] from `dir` (durably), once
+/// dispatch has indexed the whole CommitLog again. Absent is fine.
+pub fn finish_rebuild(dir: &Path) -> io::Result<()> {
+    match std::fs::remove_file(dir.join(REBUILD_MARKER)) {
+        Ok(()) => super::mapped_file::sync_dir(dir),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -1308,15 +1428,29 @@ mod tests {
         );
     }
 
-    /// A damaged file is left out with every later one; `remove_damaged` deletes the later ones
-    /// and keeps the damaged one as `.corrupt`, which later opens ignore.
+    fn dir_names(dir: &Path) -> Vec<String> {
+        let mut left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        left
+    }
+
+    /// A damaged file is left out with every later one; `begin_rebuild` writes the marker,
+    /// deletes the later ones and keeps the damaged one as `.corrupt`, and new files are named
+    /// after every removed one. A start stopped at any point of that finds the marker and
+    /// leaves out (and removes) the same files again — even the damaged oldest file of a wrong
+    /// size alone, which without the marker reads as a changed config — until
+    /// `finish_rebuild`.
     #[test]
-    fn a_damaged_file_is_left_out_with_the_files_after_it_and_removed_on_request() {
+    fn a_damaged_file_is_left_out_with_the_files_after_it_until_the_rebuild_finishes() {
         let dir = tempfile::tempdir().unwrap();
         let paths: Vec<PathBuf> = {
             let s = rolled_store(dir.path());
             s.files().iter().map(|f| f.path().to_path_buf()).collect()
         };
+        let name = |p: &PathBuf| p.file_name().unwrap().to_str().unwrap().to_string();
         // The last file loses its tail: its neighbours have the configured size, so it is damage.
         let len = std::fs::metadata(&paths[2]).unwrap().len();
         let f = OpenOptions::new().write(true).open(&paths[2]).unwrap();
@@ -1324,11 +1458,8 @@ mod tests {
         drop(f);
         let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
         let d = s.damage().expect("damage");
-        assert!(matches!(d.error, IndexError::Size { .. }), "{}", d.error);
-        assert_eq!(
-            (d.files.as_slice(), d.kept_end_phy_offset),
-            (&paths[2..], 50)
-        );
+        assert!(d.reason.contains("file size"), "{}", d.reason);
+        assert_eq!((d.corrupt.as_ref(), d.delete.len()), (Some(&paths[2]), 0));
         assert_eq!(s.files().len(), 2);
         drop(s);
         // The middle file's header: it and the last one are left out.
@@ -1337,26 +1468,94 @@ mod tests {
         std::fs::write(&paths[1], &b).unwrap();
         let mut s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
         let d = s.damage().expect("damage");
-        assert!(d.error.to_string().contains("endPhyOffset"), "{}", d.error);
+        assert!(d.reason.contains("endPhyOffset"), "{}", d.reason);
         assert_eq!(
-            (d.files.as_slice(), d.kept_end_phy_offset),
-            (&paths[1..], 20)
+            (d.corrupt.as_ref(), &d.delete[..]),
+            (Some(&paths[1]), &paths[2..])
         );
         assert_eq!(find(&s.reader(), "k"), vec![0, 10, 20]);
-        assert_eq!(s.remove_damaged().unwrap(), 2);
+        assert_eq!(s.begin_rebuild(20, i64::MAX).unwrap(), 2);
         assert!(s.damage().is_none());
-        let mut left: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        let name = |p: &PathBuf| p.file_name().unwrap().to_str().unwrap().to_string();
+        let corrupt = format!("{}.corrupt", name(&paths[1]));
         assert_eq!(
-            left,
-            vec![name(&paths[0]), format!("{}.corrupt", name(&paths[1]))]
+            dir_names(dir.path()),
+            vec![REBUILD_MARKER.to_string(), name(&paths[0]), corrupt.clone()]
         );
+        // The rebuild's files are named after the removed ones, whatever the clock says.
+        put(&mut s, &["k"], None, 30, T0 + 3000);
+        put(&mut s, &["k"], None, 40, T0 + 4000);
+        let rebuilt = s.files()[1].name().to_string();
+        assert!(rebuilt.as_str() > name(&paths[2]).as_str(), "{rebuilt}");
+        drop(s);
+        // Stopped before the rebuild finished: the next open leaves out what the marker names
+        // and resumes from its offset; the rebuild's own file stays.
         let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
-        assert!(s.damage().is_none() && s.files().len() == 1);
+        let d = s.damage().expect("the marker");
+        assert_eq!(d.resume_from, Some(20));
+        assert_eq!(s.files().len(), 2);
+        drop(s);
+        finish_rebuild(dir.path()).unwrap();
+        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        assert!(s.damage().is_none() && s.files().len() == 2);
+        drop(s);
+
+        // The oldest file truncated, and the removal stopped after the deletes: alone, of the
+        // wrong size, it would be refused as a config change; the marker names it.
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = {
+            let s = rolled_store(dir.path());
+            s.files().iter().map(|f| f.path().to_path_buf()).collect()
+        };
+        let f = OpenOptions::new().write(true).open(&paths[0]).unwrap();
+        f.set_len(100).unwrap();
+        drop(f);
+        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let d = s.damage().expect("damage");
+        assert_eq!(
+            (d.corrupt.as_ref(), &d.delete[..]),
+            (Some(&paths[0]), &paths[1..])
+        );
+        drop(s);
+        let marker = RebuildMarker {
+            from: 0,
+            corrupt: Some(name(&paths[0])),
+            delete: paths[1..].iter().map(name).collect(),
+        };
+        std::fs::write(
+            dir.path().join(REBUILD_MARKER),
+            serde_json::to_vec(&marker).unwrap(),
+        )
+        .unwrap();
+        std::fs::remove_file(&paths[2]).unwrap();
+        std::fs::remove_file(&paths[1]).unwrap();
+        let mut s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let d = s.damage().expect("the marker");
+        assert_eq!(
+            (d.corrupt.as_ref(), d.resume_from),
+            (Some(&paths[0]), Some(0))
+        );
+        assert!(s.files().is_empty());
+        s.begin_rebuild(0, i64::MAX).unwrap();
+        assert_eq!(
+            dir_names(dir.path()),
+            vec![
+                REBUILD_MARKER.to_string(),
+                format!("{}.corrupt", name(&paths[0]))
+            ]
+        );
+        // Without a marker, the same lone file of the wrong size is refused, naming the config.
+        drop(s);
+        std::fs::remove_file(dir.path().join(REBUILD_MARKER)).unwrap();
+        std::fs::rename(
+            dir.path().join(format!("{}.corrupt", name(&paths[0]))),
+            &paths[0],
+        )
+        .unwrap();
+        let err = IndexStore::open(dir.path(), SLOTS, 4)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("maxIndexNum"), "{err}");
     }
 
     #[test]
@@ -1472,11 +1671,9 @@ mod tests {
             let s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
             assert!(s.files().is_empty());
             let d = s.damage().expect("damage");
-            assert_eq!(
-                (d.files.as_slice(), d.kept_end_phy_offset),
-                (&[path.clone()][..], 0)
-            );
-            let msg = d.error.to_string();
+            assert_eq!(d.corrupt.as_ref(), Some(&path));
+            assert!(d.delete.is_empty() && d.resume_from.is_none());
+            let msg = &d.reason;
             assert!(msg.contains(&name) && msg.contains(what), "{what}: {msg}");
         }
         // A header never flushed by RocketMQ (all zero) loads with indexCount 1.

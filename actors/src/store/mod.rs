@@ -692,20 +692,26 @@ impl Store {
         // A damaged index file (size or header) is handled alike: it and the files after it were
         // left out at open and go now, and re-dispatch indexes again from the start of the
         // CommitLog file holding the last record the kept files name (a record boundary at or
-        // below it, past everything they hold).
+        // below it, past everything they hold) — or from where an interrupted rebuild began,
+        // if its marker is still there. The marker, written before any file goes and removed
+        // once dispatch has caught up, makes the next start redo an interrupted rebuild even
+        // after a clean stop, which reads no checkpoint.
         let mut index_cut_from = None;
         if let Some(idx) = index_store.as_mut() {
             let end = i64::try_from(rec.end.0).unwrap_or(i64::MAX);
             let damaged = idx.damage().map(|d| {
                 tracing::error!(
-                    error = %d.error,
-                    files = d.files.len(),
-                    "a damaged index file: it and the index files after it are left out, and \
-                     rebuilt from the CommitLog"
+                    reason = %d.reason,
+                    delete = ?d.delete,
+                    corrupt = ?d.corrupt,
+                    "index files left out (a damaged file and the files after it): they are \
+                     removed, the damaged one kept as .corrupt, and the index rebuilt from the \
+                     CommitLog"
                 );
-                let kept = u64::try_from(d.kept_end_phy_offset).unwrap_or(0);
-                let from = kept - kept % params.commit_log_file_size;
-                (i64::try_from(from).unwrap_or(0), idx.last_end_timestamp())
+                let kept = u64::try_from(idx.last_end_phy_offset()).unwrap_or(0);
+                let from = i64::try_from(kept - kept % params.commit_log_file_size).unwrap_or(0);
+                let from = d.resume_from.map_or(from, |r| r.min(from));
+                (from, idx.last_end_timestamp())
             });
             let cut = match (idx.past(end), damaged) {
                 (Some((b1, t1)), Some((b2, t2))) => Some((b1.min(b2), t1.min(t2))),
@@ -737,12 +743,12 @@ impl Store {
                     .set_physic_msg_timestamp(checkpoint.physic_msg_timestamp().min(ts_at_from));
                 checkpoint
                     .set_index_msg_timestamp(checkpoint.index_msg_timestamp().min(kept_end_ts));
-                if let Err(e) = checkpoint.flush() {
-                    tracing::error!(error = %e, "checkpoint not lowered before rebuilding the \
-                        index; a start interrupted during the rebuild may miss keys");
-                }
-                idx.destroy_past(end);
-                idx.remove_damaged()
+                checkpoint.flush().map_err(|e| {
+                    std::io::Error::other(format!(
+                        "cannot lower the checkpoint before rebuilding the index: {e}"
+                    ))
+                })?;
+                idx.begin_rebuild(i64::try_from(from).unwrap_or(i64::MAX), end)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 // Tests stop a start here, as a kill during the rebuild would.
                 fail::fail_point!("recovery-index-cut", |_| Err(std::io::Error::other(
@@ -891,6 +897,10 @@ impl Store {
                     ),
                 }
             }
+        }
+        if index_cut_from.is_some() {
+            // Every record is indexed again (the index builder acknowledged each range).
+            actormq_core::store::index_file::finish_rebuild(&params.root.join("index"))?;
         }
         let dispatch_ms = dispatch_started.elapsed().as_millis() as u64;
         cq_builder
