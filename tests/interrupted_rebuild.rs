@@ -59,6 +59,21 @@ fn keys_not_found(store: &Store, n: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Damages the header of index file `file` (beginTimestamp), then starts the store and stops
+/// the start right after it removed the damaged files.
+async fn damage_and_stop_the_start(root: &Path, clock: &ManualClock, file: &Path) {
+    let mut b = std::fs::read(file).unwrap();
+    b[0..8].copy_from_slice(&(-1i64).to_be_bytes());
+    std::fs::write(file, &b).unwrap();
+    fail::cfg("recovery-index-cut", "return").unwrap();
+    let err = Store::open(params(root), Arc::new(clock.clone()))
+        .await
+        .err()
+        .expect("the start is stopped after removing the index files");
+    fail::remove("recovery-index-cut");
+    assert!(err.to_string().contains("injected"), "{err}");
+}
+
 /// The middle index file's header is damaged after a clean stop: the start that removes it and
 /// the file after it is stopped at once. That start wrote no abort file, so the next one is a
 /// normal start, which reads no checkpoint: the rebuild marker alone must make it index every
@@ -82,16 +97,7 @@ async fn damaged_index_file() {
         .collect();
     files.sort();
     assert_eq!(files.len(), 3, "{files:?}");
-    let mut b = std::fs::read(&files[1]).unwrap();
-    b[0..8].copy_from_slice(&(-1i64).to_be_bytes()); // beginTimestamp
-    std::fs::write(&files[1], &b).unwrap();
-    fail::cfg("recovery-index-cut", "return").unwrap();
-    let err = Store::open(params(dir.path()), Arc::new(clock.clone()))
-        .await
-        .err()
-        .expect("the start is stopped after removing the index files");
-    fail::remove("recovery-index-cut");
-    assert!(err.to_string().contains("injected"), "{err}");
+    damage_and_stop_the_start(dir.path(), &clock, &files[1]).await;
     assert!(!files[1].exists() && !files[2].exists());
     assert!(dir.path().join("index/.rebuild").exists());
     // Without the marker a normal start finds only the first file and nothing to do, and keys
@@ -108,16 +114,7 @@ async fn damaged_index_file() {
     // The checkpoint is lowered too, for an abnormal start (a crash during the rebuild: the
     // running broker's abort file): with the marker taken away, the same start stopped again
     // and then one as after a kill on this boot still index every key.
-    fail::cfg("recovery-index-cut", "return").unwrap();
-    let mut b = std::fs::read(&files[0]).unwrap();
-    b[0..8].copy_from_slice(&(-1i64).to_be_bytes());
-    std::fs::write(&files[0], &b).unwrap();
-    let err = Store::open(params(dir.path()), Arc::new(clock.clone()))
-        .await
-        .err()
-        .expect("stopped again");
-    fail::remove("recovery-index-cut");
-    assert!(err.to_string().contains("injected"), "{err}");
+    damage_and_stop_the_start(dir.path(), &clock, &files[0]).await;
     std::fs::remove_file(dir.path().join("index/.rebuild")).unwrap();
     let store = Store::open_with(
         params(dir.path()),

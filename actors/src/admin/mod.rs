@@ -867,19 +867,26 @@ async fn topic_consumers(
         {
             continue;
         }
-        let masters = admin.topic_masters(topic).await?;
-        let Some((name, addr)) = masters.first() else {
-            continue;
-        };
-        let cmd = RemotingCommand::new_request(rq::QUERY_TOPIC_CONSUME_BY_WHO).with_ext_fields(
-            QueryTopicConsumeByWhoRequestHeader {
-                topic: topic.clone(),
+        let groups = async {
+            let masters = admin.topic_masters(topic).await?;
+            match masters.first() {
+                Some((name, addr)) => {
+                    Ok(Some((name.clone(), consumed_by(admin, addr, topic).await?)))
+                }
+                None => Ok::<_, AdminError>(None),
             }
-            .to_ext_fields(),
-        );
-        let resp = admin.call(addr, cmd).await?;
-        let groups: GroupList = AdminClient::body(&resp, addr, "QUERY_TOPIC_CONSUME_BY_WHO")?;
-        let cluster = cluster_of(name);
+        };
+        // As mqadmin: one topic that cannot be read (deleted meanwhile, a broker down) is
+        // reported and skipped, not the end of the listing.
+        let (name, groups) = match groups.await {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(e) => {
+                eprintln!("{topic}: {e}; skipped");
+                continue;
+            }
+        };
+        let cluster = cluster_of(&name);
         if groups.group_list.is_empty() {
             t.push(vec![cluster.clone(), topic.clone(), String::new()]);
         }
@@ -891,6 +898,18 @@ async fn topic_consumers(
         print!("{}", t.render());
     }
     Ok(Some(t.to_json()))
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO of `topic` on the broker at `addr`.
+async fn consumed_by(admin: &AdminClient, addr: &str, topic: &str) -> Result<GroupList> {
+    let cmd = RemotingCommand::new_request(rq::QUERY_TOPIC_CONSUME_BY_WHO).with_ext_fields(
+        QueryTopicConsumeByWhoRequestHeader {
+            topic: topic.to_string(),
+        }
+        .to_ext_fields(),
+    );
+    let resp = admin.call(addr, cmd).await?;
+    AdminClient::body(&resp, addr, "QUERY_TOPIC_CONSUME_BY_WHO")
 }
 
 /// One VIEW_BROKER_STATS_DATA item: (TPS over the last minute, messages over the last 24 hours
@@ -940,66 +959,73 @@ async fn stats_all(
         {
             continue;
         }
-        let masters = admin.topic_masters(topic).await?;
-        let (mut in_tps, mut in_day) = (0.0, 0);
-        let mut groups = std::collections::BTreeSet::new();
-        for (_, addr) in &masters {
-            let (tps, day) = stats_item(admin, addr, "TOPIC_PUT_NUMS", topic).await?;
-            in_tps += tps;
-            in_day += day;
-            let cmd = RemotingCommand::new_request(rq::QUERY_TOPIC_CONSUME_BY_WHO).with_ext_fields(
-                QueryTopicConsumeByWhoRequestHeader {
-                    topic: topic.clone(),
-                }
-                .to_ext_fields(),
-            );
-            let resp = admin.call(addr, cmd).await?;
-            let g: GroupList = AdminClient::body(&resp, addr, "QUERY_TOPIC_CONSUME_BY_WHO")?;
-            groups.extend(g.group_list);
-        }
-        if groups.is_empty() {
-            if !active || in_day > 0 {
-                t.push(vec![
-                    topic.clone(),
-                    String::new(),
-                    "0".into(),
-                    format!("{in_tps:.2}"),
-                    "0.00".into(),
-                    in_day.to_string(),
-                    "NO_CONSUMER".into(),
-                ]);
-            }
-            continue;
-        }
-        for group in groups {
-            let (mut out_tps, mut out_day) = (0.0, 0);
-            for (_, addr) in &masters {
-                let key = format!("{topic}@{group}");
-                let (tps, day) = stats_item(admin, addr, "GROUP_GET_NUMS", &key).await?;
-                out_tps += tps;
-                out_day += day;
-            }
-            // As mqadmin: a group whose stats cannot be read (no retry topic yet) shows 0.
-            let lag = consume_stats(admin, &group, Some(topic))
-                .await
-                .map_or(0, |s| s.total_diff().max(0));
-            if !active || in_day > 0 || out_day > 0 {
-                t.push(vec![
-                    topic.clone(),
-                    group,
-                    lag.to_string(),
-                    format!("{in_tps:.2}"),
-                    format!("{out_tps:.2}"),
-                    in_day.to_string(),
-                    out_day.to_string(),
-                ]);
-            }
+        // As mqadmin: a topic that cannot be read is reported and skipped.
+        match topic_stats_rows(admin, topic, active).await {
+            Ok(rows) => rows.into_iter().for_each(|r| t.push(r)),
+            Err(e) => eprintln!("{topic}: {e}; skipped"),
         }
     }
     if !json {
         print!("{}", t.render());
     }
     Ok(Some(t.to_json()))
+}
+
+/// `statsAll`'s rows of one topic.
+async fn topic_stats_rows(
+    admin: &AdminClient,
+    topic: &str,
+    active: bool,
+) -> Result<Vec<Vec<String>>> {
+    let masters = admin.topic_masters(topic).await?;
+    let (mut in_tps, mut in_day) = (0.0, 0);
+    let mut groups = std::collections::BTreeSet::new();
+    for (_, addr) in &masters {
+        let (tps, day) = stats_item(admin, addr, "TOPIC_PUT_NUMS", topic).await?;
+        in_tps += tps;
+        in_day += day;
+        groups.extend(consumed_by(admin, addr, topic).await?.group_list);
+    }
+    let mut rows = Vec::new();
+    if groups.is_empty() {
+        if !active || in_day > 0 {
+            rows.push(vec![
+                topic.to_string(),
+                String::new(),
+                "0".into(),
+                format!("{in_tps:.2}"),
+                "0.00".into(),
+                in_day.to_string(),
+                "NO_CONSUMER".into(),
+            ]);
+        }
+        return Ok(rows);
+    }
+    for group in groups {
+        let (mut out_tps, mut out_day) = (0.0, 0);
+        for (_, addr) in &masters {
+            let key = format!("{topic}@{group}");
+            let (tps, day) = stats_item(admin, addr, "GROUP_GET_NUMS", &key).await?;
+            out_tps += tps;
+            out_day += day;
+        }
+        // As mqadmin: a group whose stats cannot be read (no retry topic yet) shows 0.
+        let lag = consume_stats(admin, &group, Some(topic))
+            .await
+            .map_or(0, |s| s.total_diff().max(0));
+        if !active || in_day > 0 || out_day > 0 {
+            rows.push(vec![
+                topic.to_string(),
+                group,
+                lag.to_string(),
+                format!("{in_tps:.2}"),
+                format!("{out_tps:.2}"),
+                in_day.to_string(),
+                out_day.to_string(),
+            ]);
+        }
+    }
+    Ok(rows)
 }
 
 /// `producerConnection`: asked of the first master of the topic, as mqadmin does.
@@ -1024,17 +1050,7 @@ async fn producer_connection(
     if json {
         return Ok(Some(serde_json::to_value(&p)?));
     }
-    let mut t = Table::new(&["", "ClientId", "ClientAddr", "Language", "Version"]);
-    for (i, x) in p.connection_set.iter().enumerate() {
-        t.push(vec![
-            (i + 1).to_string(),
-            x.client_id.clone(),
-            x.client_addr.clone(),
-            x.language.clone(),
-            x.version.to_string(),
-        ]);
-    }
-    print!("{}", t.render());
+    print!("{}", connection_table(&p.connection_set).render());
     Ok(None)
 }
 
@@ -1069,7 +1085,8 @@ async fn broker_consume_stats(
         for s in stats {
             for (mq, o) in &s.offset_table {
                 let diff = o.broker_offset - o.consumer_offset;
-                if diff < level {
+                // mqadmin lists only queues the group has consumed from (a last time).
+                if diff < level || o.last_timestamp <= 0 {
                     continue;
                 }
                 t.push(vec![
@@ -1279,6 +1296,21 @@ async fn group_summary(admin: &AdminClient, json: bool) -> anyhow::Result<Option
     Ok(Some(t.to_json()))
 }
 
+/// mqadmin's table of a group's connections.
+fn connection_table(set: &[actormq_core::protocol::admin::Connection]) -> Table {
+    let mut t = Table::new(&["", "ClientId", "ClientAddr", "Language", "Version"]);
+    for (i, x) in set.iter().enumerate() {
+        t.push(vec![
+            (i + 1).to_string(),
+            x.client_id.clone(),
+            x.client_addr.clone(),
+            x.language.clone(),
+            x.version.to_string(),
+        ]);
+    }
+    t
+}
+
 async fn consumer_connection(
     admin: &AdminClient,
     group: &str,
@@ -1290,17 +1322,7 @@ async fn consumer_connection(
     if json {
         return Ok(Some(serde_json::to_value(&c)?));
     }
-    let mut t = Table::new(&["", "ClientId", "ClientAddr", "Language", "Version"]);
-    for (i, x) in c.connection_set.iter().enumerate() {
-        t.push(vec![
-            (i + 1).to_string(),
-            x.client_id.clone(),
-            x.client_addr.clone(),
-            x.language.clone(),
-            x.version.to_string(),
-        ]);
-    }
-    print!("{}", t.render());
+    print!("{}", connection_table(&c.connection_set).render());
     println!();
     println!("Below is subscription:");
     let mut s = Table::new(&["", "Topic", "SubExpression"]);

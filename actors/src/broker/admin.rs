@@ -188,18 +188,23 @@ impl LiveConfig {
 const SLOT: Duration = Duration::from_secs(10);
 const SLOTS: usize = 60;
 
-/// `N` slots of `len` each, counting (messages, calls); the slot being filled is `cur`.
-struct Ring<const N: usize> {
-    slots: [(u64, u64); N],
+/// `N` slots of `len` each, counting (messages, calls) in `C` (`u32` for the 10-second slots,
+/// which keeps the per-key cost near 1 KiB per connection thread); the slot being filled is
+/// `cur`.
+struct Ring<const N: usize, C = u64> {
+    slots: [(C, C); N],
     cur: usize,
     cur_start: Instant,
     len: Duration,
 }
 
-impl<const N: usize> Ring<N> {
+impl<const N: usize, C> Ring<N, C>
+where
+    C: Copy + Default + Into<u64> + TryFrom<u64> + std::ops::Add<Output = C>,
+{
     fn new(now: Instant, len: Duration) -> Self {
         Ring {
-            slots: [(0, 0); N],
+            slots: [(C::default(), C::default()); N],
             cur: 0,
             cur_start: now,
             len,
@@ -210,7 +215,7 @@ impl<const N: usize> Ring<N> {
         let mut steps = 0;
         while now.duration_since(self.cur_start) >= self.len && steps <= N {
             self.cur = (self.cur + 1) % N;
-            self.slots[self.cur] = (0, 0);
+            self.slots[self.cur] = (C::default(), C::default());
             self.cur_start += self.len;
             steps += 1;
         }
@@ -222,8 +227,10 @@ impl<const N: usize> Ring<N> {
 
     fn add(&mut self, n: u64, now: Instant) {
         self.roll(now);
-        self.slots[self.cur].0 += n;
-        self.slots[self.cur].1 += 1;
+        // Saturating: a u32 slot of 10 s holds 429 M messages a second on one thread.
+        let sat = |c: C, n: u64| C::try_from(c.into().saturating_add(n)).unwrap_or(c);
+        let (v, t) = self.slots[self.cur];
+        self.slots[self.cur] = (sat(v, n), sat(t, 1));
     }
 
     /// (messages, calls) of the last `k` slots, the one being filled included when `current`.
@@ -233,36 +240,38 @@ impl<const N: usize> Ring<N> {
         let k = k.clamp(1, N - skip);
         (skip..skip + k)
             .map(|i| self.slots[(self.cur + N - i) % N])
-            .fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1))
+            .fold((0, 0), |a, s| (a.0 + s.0.into(), a.1 + s.1.into()))
     }
 }
 
 /// Message counts of one key: in 10-second slots for TPS over the last 10 s, 1 min and 10 min,
-/// as RocketMQ's `putTps` (`"10s 1min 10min"`), and in minutes and hours for the hour and day
-/// figures of VIEW_BROKER_STATS_DATA (`statsAll`'s 24-hour counts).
+/// as RocketMQ's `putTps` (`"10s 1min 10min"`), and in 10-minute and hour slots for the hour and
+/// day figures of VIEW_BROKER_STATS_DATA (`statsAll`'s 24-hour counts; RocketMQ samples at the
+/// same steps).
 struct Rate {
-    ten_s: Ring<SLOTS>,
-    minutes: Ring<60>,
-    hours: Ring<24>,
+    ten_s: Ring<SLOTS, u32>,
+    ten_min: Ring<7>,
+    hours: Ring<25>,
 }
 
 /// (messages, calls) over the last minute, hour and day of one key (RocketMQ's `StatsSnapshot`
-/// sums); the day and hour include the slot being filled, the minute only completed 10-second
-/// slots.
+/// sums). The minute is the last six completed 10-second slots; the hour and the day are the
+/// slot being filled and the completed ones before it that span the window (60–70 minutes, 24–25
+/// hours), so a message is never left out before it is an hour or a day old.
 pub type StatsSums = [(u64, u64); 3];
 
 impl Rate {
     fn new(now: Instant) -> Rate {
         Rate {
             ten_s: Ring::new(now, SLOT),
-            minutes: Ring::new(now, Duration::from_secs(60)),
+            ten_min: Ring::new(now, Duration::from_secs(600)),
             hours: Ring::new(now, Duration::from_secs(3600)),
         }
     }
 
     fn add(&mut self, n: u64, now: Instant) {
         self.ten_s.add(n, now);
-        self.minutes.add(n, now);
+        self.ten_min.add(n, now);
         self.hours.add(n, now);
     }
 
@@ -275,8 +284,8 @@ impl Rate {
     fn sums(&mut self, now: Instant) -> StatsSums {
         [
             self.ten_s.sum(6, false, now),
-            self.minutes.sum(60, true, now),
-            self.hours.sum(24, true, now),
+            self.ten_min.sum(7, true, now),
+            self.hours.sum(25, true, now),
         ]
     }
 }
@@ -316,15 +325,16 @@ impl Rates {
         let now = Instant::now();
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = None;
-        for (ka, inner) in map.iter_mut() {
-            if a.is_some_and(|a| a != ka) {
-                continue;
-            }
-            for (kb, r) in inner.iter_mut() {
-                if b.is_some_and(|b| b != kb) {
-                    continue;
-                }
-                add_sums(out.get_or_insert([(0, 0); 3]), r.sums(now));
+        let mut add = |r: &mut Rate| add_sums(out.get_or_insert([(0, 0); 3]), r.sums(now));
+        // One key is looked up, not searched for: the Dashboard asks per topic every minute.
+        let inners: Vec<&mut HashMap<String, Rate>> = match a {
+            Some(a) => map.get_mut(a).into_iter().collect(),
+            None => map.values_mut().collect(),
+        };
+        for inner in inners {
+            match b {
+                Some(b) => inner.get_mut(b).into_iter().for_each(&mut add),
+                None => inner.values_mut().for_each(&mut add),
             }
         }
         out
@@ -473,28 +483,8 @@ impl BrokerCore {
                     continue;
                 };
                 for q in 0..tc.read_queue_nums as i32 {
-                    let broker_offset = self.reader.max_offset(topic, q).0 as i64;
-                    let consumer_offset = offsets.get(topic, group, q).unwrap_or(0).max(0);
-                    let last_timestamp = if consumer_offset > 0 {
-                        self.reader
-                            .store_time_at_queue_offset(
-                                topic,
-                                q,
-                                QueueOffset(consumer_offset as u64 - 1),
-                            )
-                            .unwrap_or(0)
-                    } else {
-                        0
-                    };
-                    stats.offset_table.push((
-                        mq(topic, &broker, q),
-                        OffsetWrapper {
-                            broker_offset,
-                            consumer_offset,
-                            last_timestamp,
-                            pull_offset: consumer_offset,
-                        },
-                    ));
+                    let o = self.offset_wrapper(&offsets, group, topic, q);
+                    stats.offset_table.push((mq(topic, &broker, q), o));
                 }
                 stats.consume_tps += self.all_rates.group_get_tps(group, topic);
             }
@@ -539,6 +529,32 @@ impl BrokerCore {
         Handled::Reply(ok(&req).with_body(t.to_java_json().into_bytes()))
     }
 
+    /// One queue of a group as GET_CONSUME_STATS reports it: the broker's and the group's
+    /// offsets and the store time of the last message the group consumed.
+    fn offset_wrapper(
+        &self,
+        offsets: &meta::ConsumerOffsets,
+        group: &str,
+        topic: &str,
+        q: i32,
+    ) -> OffsetWrapper {
+        let broker_offset = self.reader.max_offset(topic, q).0 as i64;
+        let consumer_offset = offsets.get(topic, group, q).unwrap_or(0).max(0);
+        let last_timestamp = match consumer_offset {
+            0 => 0,
+            c => self
+                .reader
+                .store_time_at_queue_offset(topic, q, QueueOffset(c as u64 - 1))
+                .unwrap_or(0),
+        };
+        OffsetWrapper {
+            broker_offset,
+            consumer_offset,
+            last_timestamp,
+            pull_offset: consumer_offset,
+        }
+    }
+
     fn producer_connection(&self, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(GetProducerConnectionListRequestHeader, req);
         let clients = self.clients.clone();
@@ -569,20 +585,13 @@ impl BrokerCore {
         let meta = self.meta.clone();
         let online = self.subs.groups_of_topic(&h.topic);
         later(async move {
-            let offsets = match meta.send(metadata::GetOffsets).await {
-                Ok(o) => o,
+            let stored = match meta.send(metadata::GroupsOfTopic(h.topic.clone())).await {
+                Ok(g) => g,
                 Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
             };
             let mut groups = GroupList::default();
             groups.group_list.extend(online);
-            groups.group_list.extend(
-                offsets
-                    .offset_table
-                    .keys()
-                    .filter_map(|k| k.rsplit_once('@'))
-                    .filter(|(t, _)| *t == h.topic)
-                    .map(|(_, g)| g.to_string()),
-            );
+            groups.group_list.extend(stored);
             match serde_json::to_vec(&groups) {
                 Ok(b) => ok(&req).with_body(b),
                 Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
@@ -628,29 +637,10 @@ impl BrokerCore {
                         continue;
                     }
                     let mut stats = ConsumeStats::default();
+                    // RocketMQ counts write queues here (and read queues in GET_CONSUME_STATS).
                     for q in 0..tc.write_queue_nums as i32 {
-                        let broker_offset = self.reader.max_offset(topic, q).0 as i64;
-                        let consumer_offset = offsets.get(topic, group, q).unwrap_or(0).max(0);
-                        let last_timestamp = if consumer_offset > 0 {
-                            self.reader
-                                .store_time_at_queue_offset(
-                                    topic,
-                                    q,
-                                    QueueOffset(consumer_offset as u64 - 1),
-                                )
-                                .unwrap_or(0)
-                        } else {
-                            0
-                        };
-                        stats.offset_table.push((
-                            mq(topic, &broker, q),
-                            OffsetWrapper {
-                                broker_offset,
-                                consumer_offset,
-                                last_timestamp,
-                                pull_offset: consumer_offset,
-                            },
-                        ));
+                        let o = self.offset_wrapper(&offsets, group, topic, q);
+                        stats.offset_table.push((mq(topic, &broker, q), o));
                     }
                     stats.consume_tps = self.all_rates.group_get_tps(group, topic);
                     list.total_diff += stats.total_diff();
@@ -1141,11 +1131,12 @@ impl SharedRates {
         })
     }
 
-    /// Get TPS of (group, topic) over the last 10 s.
+    /// Get TPS of (group, topic) over the last minute (RocketMQ's `tpsGroupGetNums`, the
+    /// `consumeTps` of GET_CONSUME_STATS and GET_BROKER_CONSUME_STATS).
     pub fn group_get_tps(&self, group: &str, topic: &str) -> f64 {
         self.each()
             .iter()
-            .map(|r| r.get.tps(group, Some(topic), 1))
+            .map(|r| r.get.tps(group, Some(topic), 6))
             .sum::<f64>()
             + 0.0
     }

@@ -383,6 +383,21 @@ impl Serve<GetConnections> for ClientRegistry {
     }
 }
 
+/// A group's clients as admin bodies list them, by client id.
+fn connection_set(clients: &HashMap<String, Channel>) -> Vec<ClientConnection> {
+    let mut set: Vec<ClientConnection> = clients
+        .iter()
+        .map(|(id, ch)| ClientConnection {
+            client_addr: ch.addr.clone(),
+            client_id: id.clone(),
+            language: ch.language.to_string(),
+            version: ch.version,
+        })
+        .collect();
+    set.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+    set
+}
+
 /// A consumer group's online clients and subscriptions (GET_CONSUMER_CONNECTION_LIST); `None`
 /// when no client of the group is connected.
 pub struct GetGroupConnection(pub String);
@@ -393,29 +408,16 @@ impl Message for GetGroupConnection {
 impl Serve<GetGroupConnection> for ClientRegistry {
     type Reply = Reply<GetGroupConnection>;
     fn serve(&mut self, m: GetGroupConnection, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        let out = self.consumers.get(&m.0).map(|g| {
-            let mut connection_set: Vec<ClientConnection> = g
-                .clients
+        let out = self.consumers.get(&m.0).map(|g| ConsumerConnection {
+            connection_set: connection_set(&g.clients),
+            consume_from_where: g.consume_from_where,
+            consume_type: g.consume_type,
+            message_model: g.message_model,
+            subscription_table: g
+                .subscriptions
                 .iter()
-                .map(|(id, ch)| ClientConnection {
-                    client_addr: ch.addr.clone(),
-                    client_id: id.clone(),
-                    language: ch.language.to_string(),
-                    version: ch.version,
-                })
-                .collect();
-            connection_set.sort_by(|a, b| a.client_id.cmp(&b.client_id));
-            ConsumerConnection {
-                connection_set,
-                consume_from_where: g.consume_from_where,
-                consume_type: g.consume_type,
-                message_model: g.message_model,
-                subscription_table: g
-                    .subscriptions
-                    .iter()
-                    .map(|(t, s)| (t.clone(), s.clone()))
-                    .collect(),
-            }
+                .map(|(t, s)| (t.clone(), s.clone()))
+                .collect(),
         });
         MessageResult(out)
     }
@@ -431,19 +433,14 @@ impl Message for GetProducerConnection {
 impl Serve<GetProducerConnection> for ClientRegistry {
     type Reply = Reply<GetProducerConnection>;
     fn serve(&mut self, m: GetProducerConnection, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        let out = self.producers.get(&m.0).map(|p| {
-            let mut connection_set: Vec<ClientConnection> = p
-                .iter()
-                .map(|(id, ch)| ClientConnection {
-                    client_addr: ch.addr.clone(),
-                    client_id: id.clone(),
-                    language: ch.language.to_string(),
-                    version: ch.version,
-                })
-                .collect();
-            connection_set.sort_by(|a, b| a.client_id.cmp(&b.client_id));
-            ProducerConnection { connection_set }
-        });
+        // A group whose last client unregistered stays until the sweep: not online either.
+        let out = self
+            .producers
+            .get(&m.0)
+            .filter(|p| !p.is_empty())
+            .map(|p| ProducerConnection {
+                connection_set: connection_set(p),
+            });
         MessageResult(out)
     }
 }

@@ -372,6 +372,28 @@ impl Serve<GetOffsets> for Metadata {
     }
 }
 
+/// The groups with a committed offset on a topic (QUERY_TOPIC_CONSUME_BY_WHO): their names
+/// only, not a copy of the table.
+pub struct GroupsOfTopic(pub String);
+impl Message for GroupsOfTopic {
+    type Result = Vec<String>;
+}
+
+impl Serve<GroupsOfTopic> for Metadata {
+    type Reply = Reply<GroupsOfTopic>;
+    fn serve(&mut self, m: GroupsOfTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let groups = self
+            .offsets
+            .offset_table
+            .keys()
+            .filter_map(|k| k.rsplit_once('@'))
+            .filter(|(t, _)| *t == m.0)
+            .map(|(_, g)| g.to_string())
+            .collect();
+        MessageResult(groups)
+    }
+}
+
 /// Writes every table now (clean shutdown).
 pub struct PersistAll;
 impl Message for PersistAll {
