@@ -99,7 +99,7 @@ async fn damaged_index_file() {
     assert_eq!(files.len(), 3, "{files:?}");
     damage_and_stop_the_start(dir.path(), &clock, &files[1]).await;
     assert!(!files[1].exists() && !files[2].exists());
-    assert!(dir.path().join("index/.rebuild").exists());
+    assert!(dir.path().join("index.rebuild").exists());
     // Without the marker a normal start finds only the first file and nothing to do, and keys
     // from 199 on never come back.
     let store = Store::open(params(dir.path()), Arc::new(clock.clone()))
@@ -107,7 +107,7 @@ async fn damaged_index_file() {
         .unwrap();
     assert_eq!(keys_not_found(&store, 450), Vec::<u32>::new());
     assert!(
-        !dir.path().join("index/.rebuild").exists(),
+        !dir.path().join("index.rebuild").exists(),
         "the marker goes once the rebuild is done"
     );
     store.shutdown().await.unwrap();
@@ -115,7 +115,7 @@ async fn damaged_index_file() {
     // running broker's abort file): with the marker taken away, the same start stopped again
     // and then one as after a kill on this boot still index every key.
     damage_and_stop_the_start(dir.path(), &clock, &files[0]).await;
-    std::fs::remove_file(dir.path().join("index/.rebuild")).unwrap();
+    std::fs::remove_file(dir.path().join("index.rebuild")).unwrap();
     let store = Store::open_with(
         params(dir.path()),
         Arc::new(clock.clone()),
@@ -174,10 +174,12 @@ async fn cut_commit_log() {
     .expect("the start is stopped after removing the index files");
     fail::remove("recovery-index-cut");
     assert!(err.to_string().contains("injected"), "{err}");
-    // The next start, as after a kill on the same boot. Without the lowered checkpoint it would
+    // The next start, as after a kill on the same boot. The rebuild marker would send it back
+    // on its own; taken away, the lowered checkpoint must: without it the start would
     // re-dispatch only from the last file (the checkpoint's time, less 3 s) and the index's lag
     // bound (~4 MB before the end), and messages 199-237 (from ~6 MB) would never be indexed
     // again.
+    std::fs::remove_file(dir.path().join("index.rebuild")).expect("the rebuild marker");
     let store = Store::open_with(
         params(dir.path()),
         Arc::new(clock.clone()),

@@ -107,7 +107,7 @@ pub enum IndexError {
         actual: u64,
         expected: u64,
     },
-    #[error("index file {}: file size is {actual} bytes, expected {expected} (40 + hashSlotNum*4 + indexNum*20), and no index file has that size: if maxHashSlotNum or maxIndexNum changed, restore them (or remove the index directory to rebuild it)", .file.display())]
+    #[error("index file {}: file size is {actual} bytes, expected {expected} (40 + hashSlotNum*4 + indexNum*20), and no index file has that size: if maxHashSlotNum or maxIndexNum changed, restore them, or move the index files away and create an empty file index.rebuild beside the index directory to rebuild the index from the CommitLog", .file.display())]
     ConfigMismatch {
         file: PathBuf,
         actual: u64,
@@ -675,17 +675,32 @@ pub struct IndexDamage {
     pub resume_from: Option<i64>,
 }
 
-/// `index/.rebuild`: written (durably) before a rebuild removes index files, removed once
-/// dispatch has indexed the whole CommitLog again. A start that finds it — the one before was
-/// stopped during the rebuild, cleanly or not — removes what it names and rebuilds from its
-/// `from` again, whatever the checkpoint or the abort file say.
-const REBUILD_MARKER: &str = ".rebuild";
+/// `<root>/index.rebuild` (beside `index/`, where RocketMQ would take any file for an index
+/// file and refuse to load): written (durably) before a rebuild removes index files, removed
+/// once dispatch has indexed the whole CommitLog again and the index is flushed. A start that
+/// finds it — the one before was stopped during the rebuild, cleanly, by a kill or by a power
+/// loss — removes what it names and every file the rebuild made (named after `floor`), and
+/// rebuilds from `from` again, whatever the checkpoint or the abort file say. An empty or
+/// unreadable one means "rebuild everything from the first CommitLog file": the way to rebuild
+/// an index whose files were moved away.
+const REBUILD_MARKER: &str = "index.rebuild";
+
+/// Where damaged index files are kept for a look: `<root>/index.corrupt/` (outside `index/`,
+/// for the same reason).
+const CORRUPT_DIR: &str = "index.corrupt";
 
 #[derive(serde::Serialize, serde::Deserialize, Default)]
 struct RebuildMarker {
     from: i64,
     corrupt: Option<String>,
     delete: Vec<String>,
+    /// The newest name in the directory when the rebuild began: files named after it are the
+    /// rebuild's own.
+    floor: Option<String>,
+}
+
+fn marker_path(dir: &Path) -> PathBuf {
+    dir.with_file_name(REBUILD_MARKER)
 }
 
 /// Whether `f` indexes a record at or past CommitLog offset `end` (its last entry's record).
@@ -728,8 +743,6 @@ impl IndexStore {
             }
             if is_index_file_name(&name) {
                 names.push(name);
-            } else if name == REBUILD_MARKER {
-                continue;
             } else if name.starts_with('.') && name.ends_with(".tmp") {
                 let _ = std::fs::remove_file(entry.path()); // our interrupted creation
             } else {
@@ -739,26 +752,44 @@ impl IndexStore {
         names.sort();
         let mut damage: Option<IndexDamage> = None;
         let mut name_floor = None;
-        let marker_path = dir.join(REBUILD_MARKER);
+        let marker_path = marker_path(dir);
         if marker_path.exists() {
-            // An unreadable marker (it is written whole, by rename) is read as "rebuild all".
-            let marker = std::fs::read(&marker_path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<RebuildMarker>(&b).ok())
-                .unwrap_or_else(|| RebuildMarker {
-                    delete: names.clone(),
-                    ..RebuildMarker::default()
-                });
-            name_floor = marker.delete.iter().chain(&marker.corrupt).max().cloned();
-            names.retain(|n| !marker.delete.contains(n) && marker.corrupt.as_ref() != Some(n));
+            let text = std::fs::read(&marker_path).unwrap_or_default();
+            let marker = match serde_json::from_slice::<RebuildMarker>(&text) {
+                Ok(m) => m,
+                Err(e) => {
+                    if !text.is_empty() {
+                        tracing::error!(file = %marker_path.display(), error = %e,
+                            "unreadable index rebuild marker: rebuilding the whole index");
+                    }
+                    RebuildMarker::default() // from 0, every file a rebuild file
+                }
+            };
+            // Only index file names: the marker never reaches outside `dir`.
+            let listed =
+                |n: &String| marker.delete.contains(n) || marker.corrupt.as_ref() == Some(n);
+            let floor = marker.floor.as_ref().filter(|f| is_index_file_name(f));
+            let (gone, kept): (Vec<String>, Vec<String>) = names
+                .into_iter()
+                .partition(|n| listed(n) || floor.is_none_or(|f| n > f));
+            names = kept;
+            name_floor = floor.cloned().max(gone.iter().max().cloned());
+            let corrupt = marker
+                .corrupt
+                .filter(|n| gone.contains(n))
+                .map(|n| dir.join(n));
             damage = Some(IndexDamage {
                 reason: format!(
                     "{}: a rebuild of the index from CommitLog offset {} did not finish",
                     marker_path.display(),
                     marker.from
                 ),
-                delete: marker.delete.iter().map(|n| dir.join(n)).collect(),
-                corrupt: marker.corrupt.map(|n| dir.join(n)),
+                delete: gone
+                    .iter()
+                    .map(|n| dir.join(n))
+                    .filter(|p| Some(p) != corrupt.as_ref())
+                    .collect(),
+                corrupt,
                 resume_from: Some(marker.from),
             });
         }
@@ -832,10 +863,11 @@ impl IndexStore {
 
     /// Before re-dispatch from CommitLog offset `from` rebuilds the index: writes the rebuild
     /// marker (durably) naming `from`, every file naming a record at or past `end` and the
-    /// [`damage`](Self::damage), then deletes those files newest first and renames the damaged
-    /// one `<name>.corrupt` (never over an earlier one). New files get names after every removed
-    /// one. The caller has lowered the checkpoint first, and calls [`finish_rebuild`] once
-    /// dispatch has caught up. Returns how many files went.
+    /// [`damage`](Self::damage), then deletes those files newest first and moves the damaged
+    /// one to `<root>/index.corrupt/` (never over an earlier one). New files get names after
+    /// every file there was. The caller has lowered the checkpoint first, and calls
+    /// [`finish_rebuild`] once dispatch has caught up and the index is flushed. Returns how many
+    /// files went.
     pub fn begin_rebuild(&mut self, from: i64, end: i64) -> Result<usize, IndexError> {
         let damage = self.damage.take().unwrap_or_default();
         let (past, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
@@ -848,27 +880,29 @@ impl IndexStore {
         delete.sort();
         delete.dedup();
         let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
-        let marker = RebuildMarker {
+        let mut marker = RebuildMarker {
             from,
             corrupt: damage.corrupt.as_ref().and_then(name),
             delete: delete.iter().filter_map(name).collect(),
+            floor: None,
         };
-        let floor = marker.delete.iter().chain(&marker.corrupt).max().cloned();
-        if floor > self.name_floor {
-            self.name_floor = floor;
-        }
-        let marker_path = self.dir.join(REBUILD_MARKER);
-        let tmp = self.dir.join(format!("{REBUILD_MARKER}.tmp"));
+        let newest = marker.delete.iter().chain(&marker.corrupt).max().cloned();
+        let kept = self.files.last().map(|f| f.name().to_string());
+        marker.floor = newest.max(kept).max(self.name_floor.clone());
+        self.name_floor = marker.floor.clone();
+        let marker_path = marker_path(&self.dir);
+        let tmp = marker_path.with_extension("rebuild.tmp");
         let json = serde_json::to_vec(&marker).expect("a marker serialises");
         std::fs::write(&tmp, json).map_err(io_err(&tmp, "write"))?;
         File::open(&tmp)
             .and_then(|f| f.sync_all())
             .map_err(io_err(&tmp, "sync"))?;
         std::fs::rename(&tmp, &marker_path).map_err(io_err(&tmp, "rename into place"))?;
+        let root = self.dir.parent().unwrap_or(Path::new("."));
+        super::mapped_file::sync_dir(root).map_err(io_err(root, "sync the directory"))?;
         let sync_dir = || {
             super::mapped_file::sync_dir(&self.dir).map_err(io_err(&self.dir, "sync the directory"))
         };
-        sync_dir()?;
         for path in delete.iter().rev() {
             match std::fs::remove_file(path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
@@ -880,19 +914,20 @@ impl IndexStore {
         sync_dir()?;
         if let Some(first) = &damage.corrupt {
             if first.exists() {
+                let aside_dir = self.dir.with_file_name(CORRUPT_DIR);
+                std::fs::create_dir_all(&aside_dir).map_err(io_err(&aside_dir, "create"))?;
+                let file_name = first.file_name().unwrap_or_default().to_string_lossy();
                 let aside = (0..)
-                    .map(|i| {
-                        let mut a = first.clone().into_os_string();
-                        a.push(if i == 0 {
-                            ".corrupt".to_string()
-                        } else {
-                            format!(".corrupt.{i}")
-                        });
-                        PathBuf::from(a)
+                    .map(|i| match i {
+                        0 => aside_dir.join(&*file_name),
+                        i => aside_dir.join(format!("{file_name}.{i}")),
                     })
                     .find(|a| !a.exists())
                     .expect("a free name");
-                std::fs::rename(first, &aside).map_err(io_err(first, "rename to .corrupt"))?;
+                std::fs::rename(first, &aside)
+                    .map_err(io_err(first, "move aside (to index.corrupt/)"))?;
+                super::mapped_file::sync_dir(&aside_dir)
+                    .map_err(io_err(&aside_dir, "sync the directory"))?;
                 sync_dir()?;
             }
         }
@@ -1132,13 +1167,18 @@ impl IndexStore {
     }
 }
 
-/// Removes the rebuild marker of [`IndexStore::begin_rebuild`] from `dir` (durably), once
-/// dispatch has indexed the whole CommitLog again. Absent is fine.
+/// Removes the rebuild marker of [`IndexStore::begin_rebuild`] for the index directory `dir`
+/// (durably), once dispatch has indexed the whole CommitLog again and the index is flushed.
+/// Absent is fine.
 pub fn finish_rebuild(dir: &Path) -> io::Result<()> {
-    match std::fs::remove_file(dir.join(REBUILD_MARKER)) {
-        Ok(()) => super::mapped_file::sync_dir(dir),
+    let path = marker_path(dir);
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    match std::fs::remove_file(&path) {
+        Ok(()) => {
+            super::mapped_file::sync_dir(dir.parent().unwrap_or(Path::new("."))).map_err(named)
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
+        Err(e) => Err(named(e)),
     }
 }
 
@@ -1192,6 +1232,12 @@ fn random_access(map: &MmapRaw) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index directory of a test: a subdirectory, since the rebuild marker and the
+    /// damaged files go beside it.
+    fn idx_dir(d: &tempfile::TempDir) -> PathBuf {
+        d.path().join("index")
+    }
     use std::sync::atomic::AtomicBool;
 
     const SLOTS: u32 = 8;
@@ -1243,16 +1289,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let size = file_size(SLOTS, ENTRIES);
         let names = ["20240101000000000", "20240102000000000"];
+        std::fs::create_dir_all(idx_dir(&dir)).unwrap();
         for name in names {
             // A valid empty header (all zero) and nothing else allocated.
-            std::fs::File::create(dir.path().join(name))
+            std::fs::File::create(idx_dir(&dir).join(name))
                 .unwrap()
                 .set_len(size)
                 .unwrap();
         }
-        let blocks = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().blocks() * 512;
+        let blocks = |name: &str| {
+            std::fs::metadata(idx_dir(&dir).join(name))
+                .unwrap()
+                .blocks()
+                * 512
+        };
         assert_eq!((blocks(names[0]), blocks(names[1])), (0, 0));
-        let s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         assert_eq!(s.files().len(), 2);
         assert!(
             blocks(names[1]) >= size,
@@ -1265,7 +1317,7 @@ mod tests {
     #[test]
     fn header_and_entry_golden_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         put(&mut s, &["k1", "", "k2"], Some("U1"), 100, T0 + 1500);
         put(&mut s, &["k1"], None, 300, T0 + 4200);
         s.flush().unwrap();
@@ -1311,7 +1363,7 @@ mod tests {
     #[test]
     fn query_by_key_and_uniq_key() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         let r = s.reader();
         assert_eq!(r.query("T", "k1", 64, 0, i64::MAX), QueryResult::default());
         put(&mut s, &["k1", "k2"], Some("U1"), 100, T0);
@@ -1339,7 +1391,7 @@ mod tests {
     #[test]
     fn collisions_same_slot_filtered_same_hash_returned() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         let h0 = index_key_hash(&["T#c0"]);
         let other = (1..)
             .map(|i| format!("c{i}"))
@@ -1365,7 +1417,7 @@ mod tests {
     #[test]
     fn time_range_filters_entries_and_files() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         for (i, phy) in [1, 2, 3].into_iter().enumerate() {
             put(&mut s, &["k"], None, phy, T0 + i as i64 * 10_000);
         }
@@ -1401,7 +1453,7 @@ mod tests {
     #[test]
     fn rolls_when_full_and_queries_span_files() {
         let dir = tempfile::tempdir().unwrap();
-        let s = rolled_store(dir.path());
+        let s = rolled_store(&idx_dir(&dir));
         let names: Vec<_> = s.files().iter().map(|f| f.name().to_string()).collect();
         assert_eq!(names.len(), 3);
         assert!(
@@ -1437,17 +1489,19 @@ mod tests {
         left
     }
 
-    /// A damaged file is left out with every later one; `begin_rebuild` writes the marker,
-    /// deletes the later ones and keeps the damaged one as `.corrupt`, and new files are named
-    /// after every removed one. A start stopped at any point of that finds the marker and
-    /// leaves out (and removes) the same files again — even the damaged oldest file of a wrong
-    /// size alone, which without the marker reads as a changed config — until
-    /// `finish_rebuild`.
+    /// A damaged file is left out with every later one; `begin_rebuild` writes the marker
+    /// beside the index directory, deletes the later files and moves the damaged one to
+    /// `index.corrupt/`, and new files are named after every file there was. A start stopped at
+    /// any point of that finds the marker and leaves out (and removes) the same files again —
+    /// the rebuild's own files too (after a power loss they may be torn), and the damaged oldest
+    /// file of a wrong size alone, which without the marker reads as a changed config — until
+    /// `finish_rebuild`. An empty marker rebuilds everything.
     #[test]
     fn a_damaged_file_is_left_out_with_the_files_after_it_until_the_rebuild_finishes() {
         let dir = tempfile::tempdir().unwrap();
+        let idx = idx_dir(&dir);
         let paths: Vec<PathBuf> = {
-            let s = rolled_store(dir.path());
+            let s = rolled_store(&idx);
             s.files().iter().map(|f| f.path().to_path_buf()).collect()
         };
         let name = |p: &PathBuf| p.file_name().unwrap().to_str().unwrap().to_string();
@@ -1456,7 +1510,7 @@ mod tests {
         let f = OpenOptions::new().write(true).open(&paths[2]).unwrap();
         f.set_len(len - 20).unwrap();
         drop(f);
-        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let s = IndexStore::open(&idx, SLOTS, 4).unwrap();
         let d = s.damage().expect("damage");
         assert!(d.reason.contains("file size"), "{}", d.reason);
         assert_eq!((d.corrupt.as_ref(), d.delete.len()), (Some(&paths[2]), 0));
@@ -1466,7 +1520,7 @@ mod tests {
         let mut b = std::fs::read(&paths[1]).unwrap();
         b[24..32].copy_from_slice(&(-1i64).to_be_bytes()); // endPhyOffset
         std::fs::write(&paths[1], &b).unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let mut s = IndexStore::open(&idx, SLOTS, 4).unwrap();
         let d = s.damage().expect("damage");
         assert!(d.reason.contains("endPhyOffset"), "{}", d.reason);
         assert_eq!(
@@ -1476,10 +1530,14 @@ mod tests {
         assert_eq!(find(&s.reader(), "k"), vec![0, 10, 20]);
         assert_eq!(s.begin_rebuild(20, i64::MAX).unwrap(), 2);
         assert!(s.damage().is_none());
-        let corrupt = format!("{}.corrupt", name(&paths[1]));
+        assert_eq!(dir_names(&idx), vec![name(&paths[0])]);
         assert_eq!(
             dir_names(dir.path()),
-            vec![REBUILD_MARKER.to_string(), name(&paths[0]), corrupt.clone()]
+            vec!["index", CORRUPT_DIR, REBUILD_MARKER]
+        );
+        assert_eq!(
+            dir_names(&dir.path().join(CORRUPT_DIR)),
+            vec![name(&paths[1])]
         );
         // The rebuild's files are named after the removed ones, whatever the clock says.
         put(&mut s, &["k"], None, 30, T0 + 3000);
@@ -1487,29 +1545,42 @@ mod tests {
         let rebuilt = s.files()[1].name().to_string();
         assert!(rebuilt.as_str() > name(&paths[2]).as_str(), "{rebuilt}");
         drop(s);
-        // Stopped before the rebuild finished: the next open leaves out what the marker names
-        // and resumes from its offset; the rebuild's own file stays.
-        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        // Stopped before the rebuild finished: the next open leaves out the rebuild's own file
+        // too and resumes from the marker's offset.
+        let mut s = IndexStore::open(&idx, SLOTS, 4).unwrap();
         let d = s.damage().expect("the marker");
         assert_eq!(d.resume_from, Some(20));
-        assert_eq!(s.files().len(), 2);
+        assert_eq!(d.delete, vec![idx.join(&rebuilt)]);
+        assert_eq!(s.files().len(), 1);
+        s.begin_rebuild(20, i64::MAX).unwrap();
+        assert_eq!(dir_names(&idx), vec![name(&paths[0])]);
+        put(&mut s, &["k"], None, 30, T0 + 3000);
+        assert!(s.files()[1].name() > rebuilt.as_str());
         drop(s);
-        finish_rebuild(dir.path()).unwrap();
-        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        finish_rebuild(&idx).unwrap();
+        let s = IndexStore::open(&idx, SLOTS, 4).unwrap();
         assert!(s.damage().is_none() && s.files().len() == 2);
+        drop(s);
+        // An empty marker: every file goes, the rebuild starts at the first CommitLog file.
+        std::fs::write(dir.path().join(REBUILD_MARKER), b"").unwrap();
+        let s = IndexStore::open(&idx, SLOTS, 4).unwrap();
+        let d = s.damage().expect("the marker");
+        assert_eq!((d.resume_from, d.delete.len()), (Some(0), 2));
+        assert!(s.files().is_empty());
         drop(s);
 
         // The oldest file truncated, and the removal stopped after the deletes: alone, of the
         // wrong size, it would be refused as a config change; the marker names it.
         let dir = tempfile::tempdir().unwrap();
+        let idx = idx_dir(&dir);
         let paths: Vec<PathBuf> = {
-            let s = rolled_store(dir.path());
+            let s = rolled_store(&idx);
             s.files().iter().map(|f| f.path().to_path_buf()).collect()
         };
         let f = OpenOptions::new().write(true).open(&paths[0]).unwrap();
         f.set_len(100).unwrap();
         drop(f);
-        let s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let s = IndexStore::open(&idx, SLOTS, 4).unwrap();
         let d = s.damage().expect("damage");
         assert_eq!(
             (d.corrupt.as_ref(), &d.delete[..]),
@@ -1520,6 +1591,7 @@ mod tests {
             from: 0,
             corrupt: Some(name(&paths[0])),
             delete: paths[1..].iter().map(name).collect(),
+            floor: Some(name(&paths[2])),
         };
         std::fs::write(
             dir.path().join(REBUILD_MARKER),
@@ -1528,7 +1600,7 @@ mod tests {
         .unwrap();
         std::fs::remove_file(&paths[2]).unwrap();
         std::fs::remove_file(&paths[1]).unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        let mut s = IndexStore::open(&idx, SLOTS, 4).unwrap();
         let d = s.damage().expect("the marker");
         assert_eq!(
             (d.corrupt.as_ref(), d.resume_from),
@@ -1536,33 +1608,28 @@ mod tests {
         );
         assert!(s.files().is_empty());
         s.begin_rebuild(0, i64::MAX).unwrap();
+        assert!(dir_names(&idx).is_empty());
         assert_eq!(
-            dir_names(dir.path()),
-            vec![
-                REBUILD_MARKER.to_string(),
-                format!("{}.corrupt", name(&paths[0]))
-            ]
+            dir_names(&dir.path().join(CORRUPT_DIR)),
+            vec![name(&paths[0])]
         );
         // Without a marker, the same lone file of the wrong size is refused, naming the config.
         drop(s);
         std::fs::remove_file(dir.path().join(REBUILD_MARKER)).unwrap();
         std::fs::rename(
-            dir.path().join(format!("{}.corrupt", name(&paths[0]))),
+            dir.path().join(CORRUPT_DIR).join(name(&paths[0])),
             &paths[0],
         )
         .unwrap();
-        let err = IndexStore::open(dir.path(), SLOTS, 4)
-            .err()
-            .unwrap()
-            .to_string();
+        let err = IndexStore::open(&idx, SLOTS, 4).err().unwrap().to_string();
         assert!(err.contains("maxIndexNum"), "{err}");
     }
 
     #[test]
     fn reopen_finds_everything_and_continues() {
         let dir = tempfile::tempdir().unwrap();
-        drop(rolled_store(dir.path()));
-        let mut s = IndexStore::open(dir.path(), SLOTS, 4).unwrap();
+        drop(rolled_store(&idx_dir(&dir)));
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, 4).unwrap();
         assert_eq!(s.files().len(), 3);
         assert_eq!(
             (s.last_end_timestamp(), s.last_end_phy_offset()),
@@ -1573,7 +1640,7 @@ mod tests {
         assert_eq!(s.files().len(), 3, "continues in the last, non-full file");
         assert_eq!(find(&s.reader(), "k").len(), 8);
         assert!(
-            IndexStore::open(dir.path(), SLOTS, 5).is_err(),
+            IndexStore::open(&idx_dir(&dir), SLOTS, 5).is_err(),
             "size mismatch with config"
         );
     }
@@ -1588,7 +1655,7 @@ mod tests {
         for slot_first in [true, false] {
             let dir = tempfile::tempdir().unwrap();
             let path = {
-                let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+                let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
                 put(&mut s, &["k"], None, 10, T0);
                 put(&mut s, &["k"], None, 20, T0 + 1000);
                 s.flush().unwrap();
@@ -1611,7 +1678,7 @@ mod tests {
             }
             std::fs::write(&path, &b).unwrap();
 
-            let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+            let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
             put(&mut s, &["k"], None, 30, T0 + 2000);
             put(&mut s, &["k"], None, 40, T0 + 3000);
             assert_eq!(
@@ -1625,7 +1692,7 @@ mod tests {
     #[test]
     fn replayed_records_are_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         put(&mut s, &["k"], Some("U"), 100, T0);
         put(&mut s, &["k"], None, 200, T0 + 1000);
         let count = s.files()[0].index_count();
@@ -1638,7 +1705,7 @@ mod tests {
     #[test]
     fn invalid_files_are_errors_naming_file_and_field() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         put(&mut s, &["k"], None, 1, T0);
         let path = s.files()[0].path().to_path_buf();
         let name = s.files()[0].name().to_string();
@@ -1649,7 +1716,7 @@ mod tests {
         let mut bytes = good.clone();
         bytes.truncate(100);
         std::fs::write(&path, &bytes).unwrap();
-        let msg = IndexStore::open(dir.path(), SLOTS, ENTRIES)
+        let msg = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES)
             .err()
             .unwrap()
             .to_string();
@@ -1668,7 +1735,7 @@ mod tests {
             let mut bytes = good.clone();
             damage(&mut bytes);
             std::fs::write(&path, &bytes).unwrap();
-            let s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+            let s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
             assert!(s.files().is_empty());
             let d = s.damage().expect("damage");
             assert_eq!(d.corrupt.as_ref(), Some(&path));
@@ -1678,16 +1745,16 @@ mod tests {
         }
         // A header never flushed by RocketMQ (all zero) loads with indexCount 1.
         std::fs::write(&path, vec![0u8; good.len()]).unwrap();
-        let s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         assert_eq!(s.files()[0].index_count(), 1);
-        assert!(IndexStore::open(dir.path(), 0, ENTRIES).is_err());
+        assert!(IndexStore::open(&idx_dir(&dir), 0, ENTRIES).is_err());
     }
 
     #[test]
     fn reader_never_sees_torn_results_while_writer_puts() {
         const N: i64 = 300;
         let dir = tempfile::tempdir().unwrap();
-        let mut s = IndexStore::open(dir.path(), SLOTS, ENTRIES).unwrap();
+        let mut s = IndexStore::open(&idx_dir(&dir), SLOTS, ENTRIES).unwrap();
         let reader = s.reader();
         let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -1734,7 +1801,7 @@ mod tests {
     #[test]
     fn destroy_newer_than_and_delete_files_below() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = rolled_store(dir.path());
+        let mut s = rolled_store(&idx_dir(&dir));
         let r = s.reader();
         let paths: Vec<_> = s.files().iter().map(|f| f.path().to_path_buf()).collect();
         assert_eq!(s.destroy_newer_than(T0 + 2000), 2);
@@ -1745,12 +1812,12 @@ mod tests {
         assert_eq!(s.files()[1].begin_phy_offset(), 30);
 
         let dir = tempfile::tempdir().unwrap();
-        let mut s = rolled_store(dir.path());
+        let mut s = rolled_store(&idx_dir(&dir));
         assert_eq!(s.delete_files_below(0), 0);
         assert_eq!(s.delete_files_below(25), 1, "first file ends at 20");
         assert_eq!(s.delete_files_below(i64::MAX), 1, "never the newest file");
         assert_eq!(s.files().len(), 1);
         assert_eq!(find(&s.reader(), "k"), vec![60]);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(std::fs::read_dir(idx_dir(&dir)).unwrap().count(), 1);
     }
 }

@@ -704,9 +704,9 @@ impl Store {
                     reason = %d.reason,
                     delete = ?d.delete,
                     corrupt = ?d.corrupt,
-                    "index files left out (a damaged file and the files after it): they are \
-                     removed, the damaged one kept as .corrupt, and the index rebuilt from the \
-                     CommitLog"
+                    "index files left out (a damaged file and the files after it, or what an \
+                     unfinished rebuild names): they are removed, a damaged one kept in \
+                     index.corrupt/, and the index rebuilt from the CommitLog"
                 );
                 let kept = u64::try_from(idx.last_end_phy_offset()).unwrap_or(0);
                 let from = i64::try_from(kept - kept % params.commit_log_file_size).unwrap_or(0);
@@ -739,8 +739,12 @@ impl Store {
                         false
                     },
                 );
-                checkpoint
-                    .set_physic_msg_timestamp(checkpoint.physic_msg_timestamp().min(ts_at_from));
+                if from < rec.end.0 {
+                    // (From the end itself there is nothing to go back for.)
+                    checkpoint.set_physic_msg_timestamp(
+                        checkpoint.physic_msg_timestamp().min(ts_at_from),
+                    );
+                }
                 checkpoint
                     .set_index_msg_timestamp(checkpoint.index_msg_timestamp().min(kept_end_ts));
                 checkpoint.flush().map_err(|e| {
@@ -898,8 +902,15 @@ impl Store {
                 }
             }
         }
-        if index_cut_from.is_some() {
-            // Every record is indexed again (the index builder acknowledged each range).
+        if let (Some(_), Some(ib)) = (index_cut_from, &index_builder_ref) {
+            // Every record is indexed again (the index builder acknowledged each range); once
+            // that is on disk the marker can go (a power loss before then redoes the rebuild).
+            ib.send(FlushIndex)
+                .await
+                .map_err(std::io::Error::other)?
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("flushing the rebuilt index: {e}"))
+                })?;
             actormq_core::store::index_file::finish_rebuild(&params.root.join("index"))?;
         }
         let dispatch_ms = dispatch_started.elapsed().as_millis() as u64;
