@@ -657,6 +657,9 @@ pub struct IndexStore {
     /// New files are named after this one: the name of every file a rebuild removed, so a file
     /// of the rebuild is never taken for one the rebuild marker says to delete.
     name_floor: Option<String>,
+    /// A rebuild began: its first entry goes into a new file (named after the floor), never
+    /// into a kept one, which a start after a power loss could not tell from a torn one.
+    roll_next: bool,
 }
 
 /// Index files [`IndexStore::open`] left out, to be taken off the disk and rebuilt: the first
@@ -701,6 +704,13 @@ struct RebuildMarker {
 
 fn marker_path(dir: &Path) -> PathBuf {
     dir.with_file_name(REBUILD_MARKER)
+}
+
+/// The store root: the index directory's parent (`.` for a bare relative name).
+fn root_of(dir: &Path) -> &Path {
+    dir.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// Whether `f` indexes a record at or past CommitLog offset `end` (its last entry's record).
@@ -754,7 +764,7 @@ impl IndexStore {
         let mut name_floor = None;
         let marker_path = marker_path(dir);
         if marker_path.exists() {
-            let text = std::fs::read(&marker_path).unwrap_or_default();
+            let text = std::fs::read(&marker_path).map_err(io_err(&marker_path, "read"))?;
             let marker = match serde_json::from_slice::<RebuildMarker>(&text) {
                 Ok(m) => m,
                 Err(e) => {
@@ -852,6 +862,7 @@ impl IndexStore {
             published,
             damage,
             name_floor,
+            roll_next: false,
         })
     }
 
@@ -890,6 +901,7 @@ impl IndexStore {
         let kept = self.files.last().map(|f| f.name().to_string());
         marker.floor = newest.max(kept).max(self.name_floor.clone());
         self.name_floor = marker.floor.clone();
+        self.roll_next = true;
         let marker_path = marker_path(&self.dir);
         let tmp = marker_path.with_extension("rebuild.tmp");
         let json = serde_json::to_vec(&marker).expect("a marker serialises");
@@ -898,7 +910,7 @@ impl IndexStore {
             .and_then(|f| f.sync_all())
             .map_err(io_err(&tmp, "sync"))?;
         std::fs::rename(&tmp, &marker_path).map_err(io_err(&tmp, "rename into place"))?;
-        let root = self.dir.parent().unwrap_or(Path::new("."));
+        let root = root_of(&self.dir);
         super::mapped_file::sync_dir(root).map_err(io_err(root, "sync the directory"))?;
         let sync_dir = || {
             super::mapped_file::sync_dir(&self.dir).map_err(io_err(&self.dir, "sync the directory"))
@@ -924,10 +936,18 @@ impl IndexStore {
                     })
                     .find(|a| !a.exists())
                     .expect("a free name");
-                std::fs::rename(first, &aside)
-                    .map_err(io_err(first, "move aside (to index.corrupt/)"))?;
-                super::mapped_file::sync_dir(&aside_dir)
-                    .map_err(io_err(&aside_dir, "sync the directory"))?;
+                super::mapped_file::sync_dir(root_of(&self.dir))
+                    .map_err(io_err(&aside_dir, "sync the directory of"))?;
+                if let Err(e) = std::fs::rename(first, &aside) {
+                    // Another file system (index/ mounted or linked apart): the look is lost,
+                    // the rebuild is not.
+                    tracing::error!(file = %first.display(), error = %e,
+                        "cannot move the damaged index file aside; deleting it");
+                    std::fs::remove_file(first).map_err(io_err(first, "delete"))?;
+                } else {
+                    super::mapped_file::sync_dir(&aside_dir)
+                        .map_err(io_err(&aside_dir, "sync the directory"))?;
+                }
                 sync_dir()?;
             }
         }
@@ -977,7 +997,7 @@ impl IndexStore {
         now_ms: i64,
     ) -> Result<(), IndexError> {
         let file = match self.files.last() {
-            Some(f) if !f.is_full() => Arc::clone(f),
+            Some(f) if !f.is_full() && !self.roll_next => Arc::clone(f),
             _ => self.roll(now_ms)?,
         };
         let done = file.put_key(hash, phy_offset, timestamp);
@@ -1011,6 +1031,7 @@ impl IndexStore {
             prev_end,
         )?);
         self.files.push(Arc::clone(&file));
+        self.roll_next = false;
         self.publish();
         Ok(file)
     }
@@ -1174,9 +1195,7 @@ pub fn finish_rebuild(dir: &Path) -> io::Result<()> {
     let path = marker_path(dir);
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     match std::fs::remove_file(&path) {
-        Ok(()) => {
-            super::mapped_file::sync_dir(dir.parent().unwrap_or(Path::new("."))).map_err(named)
-        }
+        Ok(()) => super::mapped_file::sync_dir(root_of(dir)).map_err(named),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(named(e)),
     }
@@ -1567,6 +1586,18 @@ mod tests {
         let d = s.damage().expect("the marker");
         assert_eq!((d.resume_from, d.delete.len()), (Some(0), 2));
         assert!(s.files().is_empty());
+        drop(s);
+
+        // A rebuild never writes into a kept file, even one not full: a new one takes it.
+        let dir = tempfile::tempdir().unwrap();
+        let idx = idx_dir(&dir);
+        let mut s = rolled_store(&idx);
+        assert!(!s.files()[2].is_full());
+        s.begin_rebuild(60, i64::MAX).unwrap();
+        put(&mut s, &["k"], None, 70, T0 + 7000);
+        assert_eq!(s.files().len(), 4);
+        put(&mut s, &["k"], None, 80, T0 + 8000);
+        assert_eq!(s.files().len(), 4, "then it fills the new file as usual");
         drop(s);
 
         // The oldest file truncated, and the removal stopped after the deletes: alone, of the
