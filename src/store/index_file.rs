@@ -671,7 +671,7 @@ pub struct IndexDamage {
     pub reason: String,
     /// Files to delete (name order).
     pub delete: Vec<PathBuf>,
-    /// The damaged file, kept as `<name>.corrupt` for a look.
+    /// The damaged file, moved to `<root>/index.corrupt/` for a look.
     pub corrupt: Option<PathBuf>,
     /// The start of an interrupted rebuild (a CommitLog offset): re-dispatch begins there at the
     /// latest.

@@ -694,8 +694,8 @@ impl Store {
         // CommitLog file holding the last record the kept files name (a record boundary at or
         // below it, past everything they hold) — or from where an interrupted rebuild began,
         // if its marker is still there. The marker, written before any file goes and removed
-        // once dispatch has caught up, makes the next start redo an interrupted rebuild even
-        // after a clean stop, which reads no checkpoint.
+        // once dispatch has caught up and the index is flushed, makes the next start redo an
+        // interrupted rebuild even after a clean stop, which reads no checkpoint.
         let mut index_cut_from = None;
         if let Some(idx) = index_store.as_mut() {
             let end = i64::try_from(rec.end.0).unwrap_or(i64::MAX);
