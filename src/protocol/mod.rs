@@ -9,6 +9,7 @@
 //! * [`body`] — JSON bodies (heartbeat, route data, broker registration, …) and
 //!   [`parse_java_json`] for fastjson's unquoted integer keys.
 //! * [`batch`] — the SEND_BATCH_MESSAGE body.
+//! * [`ha`] — the master/slave replication stream on `haListenPort` (not remoting frames).
 //!
 //! Invariants of the whole module: no I/O, no runtime, no shared state — a connection actor
 //! feeds bytes in and gets commands out. Hostile bytes never panic; they become errors that say
@@ -22,6 +23,7 @@ pub mod body;
 pub mod codec;
 pub mod codes;
 pub mod command;
+pub mod ha;
 pub mod header;
 mod json_fast;
 mod json_header;

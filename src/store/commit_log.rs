@@ -86,6 +86,21 @@ pub struct AppendOk {
     pub status: PutStatus,
 }
 
+/// What [`CommitLog::append_replicated`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicatedOk {
+    /// One past the last byte written: the offset the slave reports to its master.
+    pub end: PhyOffset,
+    /// One past the last whole record: what readers and dispatch may see.
+    pub published: PhyOffset,
+    /// Whole records this chunk made readable.
+    pub records: u32,
+    /// Store time of the last of them (0 if none).
+    pub last_store_timestamp: i64,
+    /// The start of a file this chunk went into.
+    pub rolled_into: Option<u64>,
+}
+
 impl AppendOk {
     /// One past the last byte written: what a flush must reach for this append to be durable.
     pub fn end_offset(&self) -> PhyOffset {
@@ -540,6 +555,101 @@ impl CommitLog {
         })
     }
 
+    /// Slave (HA): writes `data`, which the master sent as its CommitLog bytes from global offset
+    /// `start`, at the same offset here. `start` must be where this log's written bytes end, or —
+    /// for a log with no file yet — the start of a file (an empty slave starts at the master's
+    /// last file, spec §8.3). A chunk never crosses a file boundary; one that starts at the end
+    /// of a full file goes to the next file.
+    ///
+    /// Bytes are written as they come, but only whole records (and a BLANK once the whole rest of
+    /// its file has arrived) become readable: a record the master split across two chunks is
+    /// published with the chunk that completes it, so reput, readers and flushes never see half a
+    /// record. Each record's magic, size and physical-offset field are checked before it is
+    /// published; bytes that are not a record at their offset are an error, and what this chunk
+    /// wrote past the last whole record is dropped (the slave reconnects and the master resends).
+    pub fn append_replicated(
+        &mut self,
+        start: u64,
+        data: &[u8],
+    ) -> Result<ReplicatedOk, PutError> {
+        let size = self.cfg.file_size;
+        let end = self.max_offset().0;
+        let no_file = self.cur.is_none();
+        if no_file && start % size != 0 {
+            return Err(PutError::new(
+                PutStatus::MessageIllegal,
+                format!(
+                    "the master sent CommitLog bytes from offset {start}, but this slave has no \
+                     CommitLog file and can only start at a file boundary (a multiple of {size})"
+                ),
+            ));
+        }
+        if !no_file && start != end {
+            return Err(PutError::new(
+                PutStatus::MessageIllegal,
+                format!(
+                    "the master sent CommitLog bytes from offset {start}, but this slave's \
+                     CommitLog ends at {end}"
+                ),
+            ));
+        }
+        let at_file_end = no_file || self.cur_pos >= size;
+        let pos = if at_file_end { 0 } else { self.cur_pos };
+        if pos + data.len() as u64 > size {
+            return Err(PutError::new(
+                PutStatus::MessageIllegal,
+                format!(
+                    "the master sent {} bytes at offset {start}, past the end of the CommitLog \
+                     file there ({size} bytes, mappedFileSizeCommitLog): are master and slave \
+                     configured with the same file size?",
+                    data.len()
+                ),
+            ));
+        }
+        let mut rolled = None;
+        let file = if at_file_end {
+            let f = self.take_or_create(start)?;
+            rolled = Some(start);
+            self.cur = Some(f.clone());
+            self.cur_pos = 0;
+            f
+        } else {
+            self.cur.clone().expect("a current file")
+        };
+        if file.is_buffered() {
+            // Slaves write through the mapping (RocketMQ lends no write buffer to a slave): the
+            // unpublished tail of a split record could not be committed from a buffer.
+            return Err(PutError::new(
+                PutStatus::ServiceNotAvailable,
+                format!(
+                    "{}: a slave's CommitLog file must not have a write buffer",
+                    file.path().display()
+                ),
+            ));
+        }
+        // SAFETY: single owner; [pos, pos + len) is past the published position (the published
+        // position is at or before `cur_pos`, which is `pos`) and inside the file (checked).
+        unsafe { file.write_slice(pos, data.len()) }.copy_from_slice(data);
+        self.cur_pos = pos + data.len() as u64;
+        let from = file.wrote_position();
+        let found = publishable(&file, from, self.cur_pos);
+        if found.upto > from {
+            file.publish_wrote(found.upto);
+        }
+        if let Some(why) = found.bad {
+            // Drop what follows the last whole record: the next chunk must start there.
+            self.cur_pos = found.upto;
+            return Err(PutError::new(PutStatus::MessageIllegal, why));
+        }
+        Ok(ReplicatedOk {
+            end: PhyOffset(file.file_from_offset() + self.cur_pos),
+            published: PhyOffset(file.file_from_offset() + found.upto),
+            records: found.records,
+            last_store_timestamp: found.last_ts,
+            rolled_into: rolled,
+        })
+    }
+
     /// Normal recovery (spec §6.5): walk records from the third-last file (or from file index
     /// `start_file` when given, as abnormal recovery does), stop at the first invalid record, and
     /// cut the CommitLog there. After a possible power loss ([`CommitLog::expect_torn_pages`]) a
@@ -641,6 +751,96 @@ impl CommitLog {
 }
 
 /// [`MappedFile::ring_room`] as a refusal: a failed commit means the file cannot be written.
+/// What [`publishable`] found.
+struct Publishable {
+    /// The position after the last whole record (the file's end once a BLANK and everything
+    /// after it has arrived).
+    upto: u64,
+    /// Whole records up to there, and the store time of the last.
+    records: u32,
+    last_ts: i64,
+    /// The first bytes that are not a record at their offset, if any (at `upto`).
+    bad: Option<String>,
+}
+
+/// How far the replicated bytes `[from, to)` of `file` (written, not yet published) hold whole
+/// records.
+fn publishable(file: &MappedFile, from: u64, to: u64) -> Publishable {
+    let size = file.file_size();
+    let base = file.file_from_offset();
+    // SAFETY: the single owner reads back bytes it wrote and has not published; nobody else
+    // reads unpublished bytes.
+    let bytes = unsafe { file.write_slice(from, (to - from) as usize) };
+    let mut found = Publishable {
+        upto: from,
+        records: 0,
+        last_ts: 0,
+        bad: None,
+    };
+    let mut at = 0usize;
+    let be32 = |b: &[u8], i: usize| i32::from_be_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    while bytes.len() - at >= 8 {
+        let pos = from + at as u64;
+        let total = be32(bytes, at);
+        let magic = be32(bytes, at + record::MAGIC_POS) as u32;
+        if magic == record::BLANK_MAGIC {
+            if total as u64 != size - pos {
+                found.bad = Some(format!(
+                    "the END_OF_FILE blank at CommitLog offset {} says {total} bytes, but {} remain \
+                     in its file",
+                    base + pos,
+                    size - pos
+                ));
+            } else if to == size {
+                found.upto = size;
+            }
+            return found;
+        }
+        if magic != record::MAGIC_V1 && magic != record::MAGIC_V2 {
+            found.bad = Some(format!(
+                "the bytes at CommitLog offset {} are not a record (magic {magic:#010x})",
+                base + pos
+            ));
+            return found;
+        }
+        let min = record::SYS_FLAG_POS + 4;
+        if total < min as i32 || pos + total as u64 + BLANK_LEN > size {
+            found.bad = Some(format!(
+                "the record at CommitLog offset {} says {total} bytes, which does not fit its \
+                 file",
+                base + pos
+            ));
+            return found;
+        }
+        let total = total as usize;
+        if bytes.len() - at < total {
+            break;
+        }
+        let rec = &bytes[at..at + total];
+        let phy = i64::from_be_bytes(
+            rec[record::PHY_OFFSET_POS..record::PHY_OFFSET_POS + 8]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        if phy as u64 != base + pos {
+            found.bad = Some(format!(
+                "the record at CommitLog offset {} names offset {phy}",
+                base + pos
+            ));
+            return found;
+        }
+        let sys = be32(rec, record::SYS_FLAG_POS);
+        let ts_at = record::store_timestamp_pos(sys);
+        if ts_at + 8 <= total {
+            found.last_ts = i64::from_be_bytes(rec[ts_at..ts_at + 8].try_into().expect("8 bytes"));
+        }
+        found.records += 1;
+        at += total;
+        found.upto = from + at as u64;
+    }
+    found
+}
+
 fn ring_room(f: &MappedFile, pos: u64, len: u64) -> Result<(), PutError> {
     f.ring_room(pos, len).map_err(|e| {
         PutError::new(
@@ -796,6 +996,112 @@ pub(crate) mod tests {
             },
             files,
         )
+    }
+
+    /// The master's CommitLog bytes `[from, from + len)`, within one file, as HA sends them.
+    fn master_bytes(m: &CommitLog, from: u64, len: u64) -> Vec<u8> {
+        m.view()
+            .read(from, len as usize)
+            .expect("published")
+            .as_bytes()
+            .to_vec()
+    }
+
+    /// A master with three files of records (and two END_OF_FILE blanks).
+    fn master(dir: &std::path::Path, size: u64) -> CommitLog {
+        let mut m = log(dir, size);
+        for i in 0..40u32 {
+            m.append(&msg("T", (i % 3) as i32, 150 + (i as usize * 37) % 200), 1000 + i as i64)
+                .unwrap();
+        }
+        assert!(m.max_offset().0 > 2 * size, "three files");
+        m
+    }
+
+    /// Slave (HA): chunks of any length, split anywhere inside records, rebuild a byte-identical
+    /// CommitLog, and only whole records are ever readable.
+    #[test]
+    fn replicated_chunks_rebuild_the_masters_files_and_publish_whole_records_only() {
+        let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let size = 4096u64;
+        let m = master(md.path(), size);
+        let master_end = m.max_offset().0;
+        // Every record start on the master, and the file ends, are the only publishable points.
+        let mut boundaries = vec![0u64];
+        walk(&m.view(), PhyOffset(0), PhyOffset(master_end), |off, r| {
+            boundaries.push(off + r.total_size as u64);
+            true
+        })
+        .unwrap();
+        boundaries.extend((1..=master_end / size).map(|k| k * size));
+        let mut s = log(sd.path(), size);
+        let (mut at, mut step, mut records) = (0u64, 1u64, 0u32);
+        while at < master_end {
+            let file_end = at - at % size + size;
+            let len = step.min(file_end - at).min(master_end - at);
+            let ok = s.append_replicated(at, &master_bytes(&m, at, len)).unwrap();
+            at += len;
+            records += ok.records;
+            assert_eq!(ok.end.0, at);
+            assert!(
+                boundaries.contains(&ok.published.0),
+                "published {} is not a record boundary",
+                ok.published.0
+            );
+            assert_eq!(s.view().max_offset(), ok.published.0);
+            if ok.records > 0 {
+                assert!(ok.last_store_timestamp >= 1000);
+            }
+            step = step * 7 % 1531 + 1;
+        }
+        assert_eq!(records, 40);
+        assert_eq!(s.view().max_offset(), master_end);
+        for from in (0..=master_end / size).map(|k| k * size) {
+            let name = format!("{from:020}");
+            let (a, b) = (
+                std::fs::read(md.path().join(&name)).unwrap(),
+                std::fs::read(sd.path().join(&name)).unwrap(),
+            );
+            assert!(a == b, "file {name} differs");
+        }
+    }
+
+    /// An empty slave starts at the master's last file; a chunk that does not start where the
+    /// slave ends, crosses a file end, or holds something other than a record is refused, and
+    /// what it wrote is dropped so the right chunk can follow.
+    #[test]
+    fn replicated_chunks_that_do_not_fit_are_refused_and_leave_no_trace() {
+        let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let size = 4096u64;
+        let m = master(md.path(), size);
+        let last = m.max_offset().0 - m.max_offset().0 % size;
+        let mut s = log(sd.path(), size);
+        let e = s.append_replicated(last + 8, &[0; 8]).unwrap_err();
+        assert!(e.remark.contains("file boundary"), "{}", e.remark);
+        let first = master_bytes(&m, last, 100);
+        let ok = s.append_replicated(last, &first).unwrap();
+        assert_eq!((ok.end.0, ok.published.0, ok.rolled_into), (last + 100, last, Some(last)));
+        let e = s.append_replicated(last + 50, &[0; 8]).unwrap_err();
+        assert!(e.remark.contains("ends at"), "{}", e.remark);
+        let e = s
+            .append_replicated(last + 100, &vec![0; size as usize])
+            .unwrap_err();
+        assert!(e.remark.contains("past the end"), "{}", e.remark);
+        // The rest of the first record, then garbage where the second should start.
+        let rec_len = u32::from_be_bytes(first[..4].try_into().unwrap()) as u64;
+        let mut bad = master_bytes(&m, last + 100, rec_len - 100);
+        bad.extend_from_slice(&[0xAB; 16]);
+        let e = s.append_replicated(last + 100, &bad).unwrap_err();
+        assert!(e.remark.contains("not a record"), "{}", e.remark);
+        // The first record, now whole, stays; nothing after it does.
+        assert_eq!(s.max_offset().0, last + rec_len);
+        assert_eq!(s.view().max_offset(), last + rec_len);
+        let rest = m.max_offset().0 - last - rec_len;
+        let ok = s
+            .append_replicated(last + rec_len, &master_bytes(&m, last + rec_len, rest))
+            .unwrap();
+        assert_eq!(ok.published.0, m.max_offset().0);
+        assert!(ok.records >= 1);
     }
 
     /// A RocketMQ store left by a crash: its files are sparse, and the next file was made ahead,
