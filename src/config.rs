@@ -258,7 +258,7 @@ pub struct StoreConfig {
     /// `flushConsumeQueueThoroughInterval`, default 60 000 ms.
     #[serde(rename = "flushConsumeQueueThoroughInterval")]
     pub flush_consume_queue_thorough_interval_ms: u64,
-    /// `syncFlushTimeout`, default 5000 ms (SYNC_FLUSH and SYNC_MASTER waits).
+    /// `syncFlushTimeout`, default 5000 ms (the SYNC_FLUSH wait).
     #[serde(rename = "syncFlushTimeout")]
     pub sync_flush_timeout_ms: u64,
     /// `checkCRCOnRecover`, default true.
@@ -342,6 +342,9 @@ pub struct StoreConfig {
     pub ha_housekeeping_interval_ms: u64,
     /// `haTransferBatchSize`, bytes, default 32 768.
     pub ha_transfer_batch_size: u32,
+    /// `slaveTimeout`, default 3000 ms: the SYNC_MASTER wait for a slave's ack.
+    #[serde(rename = "slaveTimeout")]
+    pub slave_timeout_ms: u64,
     /// `haSlaveFallbehindMax` (5.x alias `haMaxGapNotInSync`), bytes, default 256 MiB.
     pub ha_slave_fallbehind_max: u64,
     /// `haMasterAddress`, `host:port`, default unset.
@@ -423,6 +426,7 @@ impl Default for StoreConfig {
             ha_send_heartbeat_interval_ms: 5000,
             ha_housekeeping_interval_ms: 20_000,
             ha_transfer_batch_size: 32 * 1024,
+            slave_timeout_ms: 3000,
             ha_slave_fallbehind_max: 256 * 1024 * 1024,
             ha_master_address: None,
             message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
@@ -818,6 +822,7 @@ impl Config {
                 s.flush_consume_queue_thorough_interval_ms,
             ),
             ("syncFlushTimeout", s.sync_flush_timeout_ms),
+            ("slaveTimeout", s.slave_timeout_ms),
             (
                 "osPageCacheBusyTimeOutMills",
                 s.os_page_cache_busy_timeout_ms,
@@ -1271,7 +1276,6 @@ pub const ROCKETMQ_ONLY_KEYS: &[&str] = &[
     "serverSocketRcvBufSize",
     "serverSocketSndBufSize",
     "serverWorkerThreads",
-    "slaveTimeout",
     "timerWheelEnable",
     "totalReplicas",
     "traceTopicEnable",
@@ -2242,6 +2246,7 @@ mod tests {
         );
         assert_eq!(s.ha_transfer_batch_size, 32_768);
         assert_eq!(s.ha_slave_fallbehind_max, 268_435_456);
+        assert_eq!(s.slave_timeout_ms, 3000);
         assert_eq!(s.ha_master_address, None);
         assert_eq!(
             s.message_delay_level,
@@ -2371,6 +2376,7 @@ mod tests {
             "haHousekeepingInterval",
             "haTransferBatchSize",
             "haSlaveFallbehindMax",
+            "slaveTimeout",
             "haMasterAddress",
             "messageDelayLevel",
             "flushDelayOffsetInterval",

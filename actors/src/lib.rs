@@ -9,6 +9,7 @@
 //!   small async client.
 //! * [`broker`] — broker start/stop, request processing, metadata, client registry, long polling,
 //!   name-server registration, and `TestBroker` for end-to-end tests.
+//! * [`ha`] — master/slave replication: the master's HA port, the slave's client.
 //! * [`namesrv`] — the name server's route registry and request processing.
 //! * [`admin`] — `actormq admin`: mqadmin's commands over the wire (tables or `--json`).
 //! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`.
@@ -18,6 +19,7 @@ pub mod bench;
 pub mod bench_wire;
 pub mod broker;
 pub mod fsutil;
+pub mod ha;
 pub mod metered;
 pub mod metrics;
 pub mod namesrv;

@@ -359,7 +359,7 @@ pub fn start_on<S: Service + Send>(arbiter: Option<&ArbiterHandle>, service: S) 
 
 /// Names a dedicated arbiter's thread after its actor, so `top -H`, `perf` and core dumps show
 /// which subsystem a thread is (Linux keeps 15 bytes).
-fn name_thread(arbiter: &ArbiterHandle, name: &'static str) {
+pub fn name_thread(arbiter: &ArbiterHandle, name: &'static str) {
     arbiter.spawn_fn(move || {
         let mut buf = [0u8; 16];
         let n = name.len().min(15);

@@ -55,7 +55,9 @@ impl ReportReader {
         let v = i64::from_be_bytes(self.buf[at..whole].try_into().expect("8 bytes"));
         self.buf.advance(whole);
         if v < 0 {
-            return Err(format!("the slave reported a negative CommitLog offset {v}"));
+            return Err(format!(
+                "the slave reported a negative CommitLog offset {v}"
+            ));
         }
         Ok(Some(v as u64))
     }
@@ -91,7 +93,7 @@ impl TransferReader {
     }
 
     /// The next complete transfer, if one has arrived.
-    pub fn next(&mut self) -> Result<Option<Transfer>, String> {
+    pub fn next_transfer(&mut self) -> Result<Option<Transfer>, String> {
         if self.buf.len() < HEADER_LEN {
             return Ok(None);
         }
@@ -178,7 +180,7 @@ mod tests {
             let mut got = Vec::new();
             for part in stream.chunks(piece) {
                 r.buffer().extend_from_slice(part);
-                while let Some(t) = r.next().unwrap() {
+                while let Some(t) = r.next_transfer().unwrap() {
                     got.push((t.start, t.body.to_vec()));
                 }
             }
@@ -194,10 +196,10 @@ mod tests {
         }
         let mut r = TransferReader::new(1000);
         r.buffer().extend_from_slice(&header(0, 1001));
-        assert!(r.next().unwrap_err().contains("above 1000"));
+        assert!(r.next_transfer().unwrap_err().contains("above 1000"));
         let mut r = TransferReader::new(1000);
         r.buffer().extend_from_slice(&header(0, u32::MAX));
-        assert!(r.next().is_err(), "a negative size");
+        assert!(r.next_transfer().is_err(), "a negative size");
     }
 
     #[test]
@@ -210,6 +212,10 @@ mod tests {
         assert_eq!(chunk_len(4096, 100_000, 4096, 1000), 1000);
         assert_eq!(chunk_len(4096, 4100, 4096, 1000), 4);
         assert_eq!(chunk_len(4100, 4100, 4096, 1000), 0);
-        assert_eq!(chunk_len(5000, 4100, 4096, 1000), 0, "a slave ahead gets nothing");
+        assert_eq!(
+            chunk_len(5000, 4100, 4096, 1000),
+            0,
+            "a slave ahead gets nothing"
+        );
     }
 }

@@ -567,11 +567,7 @@ impl CommitLog {
     /// record. Each record's magic, size and physical-offset field are checked before it is
     /// published; bytes that are not a record at their offset are an error, and what this chunk
     /// wrote past the last whole record is dropped (the slave reconnects and the master resends).
-    pub fn append_replicated(
-        &mut self,
-        start: u64,
-        data: &[u8],
-    ) -> Result<ReplicatedOk, PutError> {
+    pub fn append_replicated(&mut self, start: u64, data: &[u8]) -> Result<ReplicatedOk, PutError> {
         let size = self.cfg.file_size;
         let end = self.max_offset().0;
         let no_file = self.cur.is_none();
@@ -1011,8 +1007,11 @@ pub(crate) mod tests {
     fn master(dir: &std::path::Path, size: u64) -> CommitLog {
         let mut m = log(dir, size);
         for i in 0..40u32 {
-            m.append(&msg("T", (i % 3) as i32, 150 + (i as usize * 37) % 200), 1000 + i as i64)
-                .unwrap();
+            m.append(
+                &msg("T", (i % 3) as i32, 150 + (i as usize * 37) % 200),
+                1000 + i as i64,
+            )
+            .unwrap();
         }
         assert!(m.max_offset().0 > 2 * size, "three files");
         m
@@ -1080,7 +1079,10 @@ pub(crate) mod tests {
         assert!(e.remark.contains("file boundary"), "{}", e.remark);
         let first = master_bytes(&m, last, 100);
         let ok = s.append_replicated(last, &first).unwrap();
-        assert_eq!((ok.end.0, ok.published.0, ok.rolled_into), (last + 100, last, Some(last)));
+        assert_eq!(
+            (ok.end.0, ok.published.0, ok.rolled_into),
+            (last + 100, last, Some(last))
+        );
         let e = s.append_replicated(last + 50, &[0; 8]).unwrap_err();
         assert!(e.remark.contains("ends at"), "{}", e.remark);
         let e = s

@@ -58,6 +58,9 @@ pub struct BrokerHandle {
     meta: ActorRef<Metadata>,
     registrar: ActorRef<Registrar>,
     accept: actix_rt::task::JoinHandle<()>,
+    /// The replication thread: the HA port's connections (a master) or the replication client
+    /// (a slave).
+    ha: actix::Arbiter,
     connections: ConnectionThreads,
     root: std::path::PathBuf,
     _lock: StoreLock,
@@ -160,6 +163,26 @@ pub async fn start(
     let store_host = SocketAddr::new(ip, port);
     let metrics_listener =
         MetricsServer::bind(SocketAddr::new(bind_ip, b.metrics_prom_exporter_port))?;
+    // A master serves its slaves on haListenPort; a slave listens on none.
+    let ha_listener = if cfg.store.broker_role.is_master() {
+        let at = SocketAddr::new(bind_ip, cfg.store.ha_listen_port);
+        Some(
+            std::net::TcpListener::bind(at)
+                .with_context(|| format!("cannot listen on {at} (haListenPort)"))?,
+        )
+    } else {
+        None
+    };
+    let ha_port = match &ha_listener {
+        Some(l) => l.local_addr()?.port(),
+        None => cfg.store.ha_listen_port,
+    };
+    let ha_ip: IpAddr = match &b.broker_ip2 {
+        Some(ip2) => ip2
+            .parse()
+            .with_context(|| format!("brokerIP2 = {ip2:?} is not an IP address"))?,
+        None => ip,
+    };
 
     // Name servers: configured ones, or an embedded one.
     let mut namesrv = None;
@@ -199,18 +222,38 @@ pub async fn start(
         broker_name: b.broker_name.clone(),
         broker_id: b.broker_id,
         broker_addr: store_host.to_string(),
-        ha_server_addr: SocketAddr::new(ip, cfg.store.ha_listen_port).to_string(),
+        ha_server_addr: SocketAddr::new(ha_ip, ha_port).to_string(),
     };
-    let registrar = start_on(
-        None,
-        Registrar::new(
-            namesrv_addrs.clone(),
-            identity,
-            Arc::new(move || (*topics_view.topics()).clone()),
-            Duration::from_millis(b.register_name_server_period_ms.clamp(10_000, 60_000)),
-            Duration::from_millis(b.register_broker_timeout_ms.max(1000)),
-        ),
+    // A slave's master: haMasterAddress, else what the name servers say (kept up to date by
+    // the registrar).
+    let master_ha: Arc<arc_swap::ArcSwapOption<String>> = Arc::new(arc_swap::ArcSwapOption::new(
+        cfg.store.ha_master_address.clone().map(Arc::new),
+    ));
+    let mut reg = Registrar::new(
+        namesrv_addrs.clone(),
+        identity,
+        Arc::new(move || (*topics_view.topics()).clone()),
+        Duration::from_millis(b.register_name_server_period_ms.clamp(10_000, 60_000)),
+        Duration::from_millis(b.register_broker_timeout_ms.max(1000)),
     );
+    if cfg.store.broker_role.is_slave() && cfg.store.ha_master_address.is_none() {
+        reg = reg.with_master_ha(master_ha.clone());
+    }
+    let registrar = start_on(None, reg);
+    let ha_arb = actix::Arbiter::new();
+    crate::metered::name_thread(&ha_arb.handle(), "ha");
+    let ha_params = crate::ha::HaParams::from_config(&cfg.store);
+    match ha_listener {
+        Some(l) => {
+            let (view, state) = (store.reader().commit_log().clone(), store.ha().clone());
+            ha_arb.spawn(crate::ha::serve_master(l, view, state, ha_params));
+        }
+        None => {
+            let addr: crate::ha::MasterAddr =
+                Arc::new(move || master_ha.load_full().map(|a| (*a).clone()));
+            ha_arb.spawn(crate::ha::run_slave(store.clone(), addr, ha_params));
+        }
+    }
     let reg = registrar.clone();
     meta.on_topic_change(Box::new(move || {
         reg.try_notify(RegisterNow);
@@ -294,6 +337,7 @@ pub async fn start(
         meta: meta_ref,
         registrar,
         accept,
+        ha: ha_arb,
         connections,
         root,
         _lock: lock,
@@ -305,6 +349,8 @@ impl BrokerHandle {
     /// remove the abort file so the next start takes the normal recovery path.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.accept.abort();
+        // Replication first: a slave stops appending, a master stops serving its slaves.
+        self.ha.stop();
         if let Some(m) = &self.metrics {
             m.stop().await;
         }

@@ -110,6 +110,8 @@ pub struct Registrar {
     timeout: Duration,
     targets: Vec<Target>,
     unregistered: bool,
+    /// A slave: where the master's HA address goes when a name server names it.
+    master_ha: Option<Arc<arc_swap::ArcSwapOption<String>>>,
 }
 
 /// Outcome of one registration attempt: the client to keep (if the connection is usable) and
@@ -145,7 +147,15 @@ impl Registrar {
             timeout,
             targets,
             unregistered: false,
+            master_ha: None,
         }
+    }
+
+    /// A slave: every HA address of the master a name server answers with is stored in `sink`
+    /// (the slave's replication client reads it), as RocketMQ's `updateHaMasterAddress`.
+    pub fn with_master_ha(mut self, sink: Arc<arc_swap::ArcSwapOption<String>>) -> Self {
+        self.master_ha = Some(sink);
+        self
     }
 
     fn broker_id(&self) -> i64 {
@@ -225,6 +235,7 @@ impl Registrar {
     }
 
     fn finish(&mut self, i: usize, (client, result): Attempt, ctx: &mut Context<Metered<Self>>) {
+        let master_ha = self.master_ha.clone();
         let Some(t) = self.targets.get_mut(i) else {
             return;
         };
@@ -236,6 +247,14 @@ impl Registrar {
                 let header = RegisterBrokerResponseHeader::from_command(&resp).unwrap_or_default();
                 s.master_addr = header.master_addr;
                 s.master_ha_server_addr = header.ha_server_addr;
+                if let (Some(sink), Some(addr)) = (&master_ha, &s.master_ha_server_addr) {
+                    if !addr.is_empty()
+                        && sink.load().as_deref().map(String::as_str) != Some(addr.as_str())
+                    {
+                        tracing::info!(master_ha = %addr, "the name server names the master's HA address");
+                        sink.store(Some(Arc::new(addr.clone())));
+                    }
+                }
                 None
             }
             Ok(resp) => Some(format!(

@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use actormq_core::clock::SharedClock;
-use actormq_core::config::StoreConfig;
+use actormq_core::config::{BrokerRole, StoreConfig};
 use actormq_core::format::record::NewMessage;
 use actormq_core::offset::PhyOffset;
 use actormq_core::store::commit_log::{AppendOk, CommitLog, CommitLogConfig, WriteBuffers};
@@ -77,7 +77,7 @@ use reput::{ReputDispatcher, Wake};
 use schedule::{GetDelayOffsets, PersistDelayOffsets, ScheduleDelivery};
 use state::StoreState;
 use wake::Waker;
-use writer::{AppendBatch, AppendMessage, AppendProducerBatch, CommitLogWriter};
+use writer::{AppendBatch, AppendMessage, AppendProducerBatch, CommitLogWriter, GetWriterState};
 
 /// Write rings when `transientStorePoolEnable` is off: one for the file being written, one for
 /// the next (taken at the roll, before the old one is committed and given back), one spare.
@@ -135,10 +135,22 @@ pub struct StoreParams {
     pub disk_clear_pct: u32,
     /// Retention (`fileReservedTime`, `deleteWhen`, ...); `None`: no file is ever deleted.
     pub retention: Option<cleaner::RetentionParams>,
+    /// `brokerRole`. A slave's CommitLog takes bytes only from its master
+    /// ([`Store::append_replicated`]): producers are refused, there are no write rings or
+    /// buffers, and it flushes in the background — in SYNC_FLUSH every 10 ms, as RocketMQ's
+    /// GroupCommitService does for a slave, which has no waiting producers.
+    pub broker_role: BrokerRole,
+    /// `slaveTimeout`: SYNC_MASTER's longest wait for a slave's ack (FLUSH_SLAVE_TIMEOUT).
+    pub slave_timeout: Duration,
+    /// `haSlaveFallbehindMax`: SYNC_MASTER answers SLAVE_NOT_AVAILABLE at once when the slave
+    /// is at least this far behind.
+    pub ha_slave_fallbehind_max: u64,
 }
 
 impl StoreParams {
     pub fn from_config(c: &StoreConfig) -> Result<StoreParams, String> {
+        let sync_flush = c.flush_disk_type == actormq_core::config::FlushDiskType::SyncFlush;
+        let slave = c.broker_role.is_slave();
         Ok(StoreParams {
             root: c.store_path_root_dir.clone(),
             commit_log_dir: c.commitlog_dir(),
@@ -147,8 +159,16 @@ impl StoreParams {
             max_message_size: c.max_message_size as usize,
             warm_mapped_files: c.warm_mapped_file_enable,
             check_crc_on_recover: c.check_crc_on_recover,
-            flush_interval: Duration::from_millis(c.flush_interval_commit_log_ms),
-            flush_least_pages: c.flush_commit_log_least_pages as u64,
+            flush_interval: if slave && sync_flush {
+                SLAVE_SYNC_FLUSH_INTERVAL
+            } else {
+                Duration::from_millis(c.flush_interval_commit_log_ms)
+            },
+            flush_least_pages: if slave && sync_flush {
+                0
+            } else {
+                c.flush_commit_log_least_pages as u64
+            },
             flush_thorough_interval: Duration::from_millis(c.flush_commit_log_thorough_interval_ms),
             flush_timed: c.flush_commit_log_timed,
             transient_store_pool_size: if c.transient_store_pool_effective() {
@@ -173,7 +193,7 @@ impl StoreParams {
             delay_levels_ms: c.delay_levels_ms().map_err(|e| e.to_string())?.into_owned(),
             schedule_tick: Duration::from_millis(100),
             flush_delay_offset_interval: Duration::from_millis(c.flush_delay_offset_interval_ms),
-            sync_flush: c.flush_disk_type == actormq_core::config::FlushDiskType::SyncFlush,
+            sync_flush: sync_flush && !slave,
             sync_flush_timeout: Duration::from_millis(c.sync_flush_timeout_ms),
             message_index_safe: c.message_index_safe,
             disk_warning_pct: c.disk_space_warning_level_ratio,
@@ -181,6 +201,9 @@ impl StoreParams {
                 .disk_space_clean_forcibly_ratio
                 .min(c.disk_space_warning_level_ratio),
             retention: Some(cleaner::RetentionParams::from_config(c)),
+            broker_role: c.broker_role,
+            slave_timeout: Duration::from_millis(c.slave_timeout_ms),
+            ha_slave_fallbehind_max: c.ha_slave_fallbehind_max,
         })
     }
 
@@ -223,9 +246,16 @@ impl StoreParams {
             disk_clear_pct: 100,
             // Off: a test that wants retention sets it (and runs it with `Store::clean_now`).
             retention: None,
+            broker_role: BrokerRole::AsyncMaster,
+            slave_timeout: Duration::from_secs(3),
+            ha_slave_fallbehind_max: 256 << 20,
         }
     }
 }
+
+/// A slave configured for SYNC_FLUSH flushes this often (RocketMQ's GroupCommitService flushes
+/// every 10 ms when no producer waits, and none does on a slave).
+const SLAVE_SYNC_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Longest time a roll waits for a write buffer to come back (without
 /// `fastFailIfNoBufferInStorePool`) before writing that file through its mapping. The committer
@@ -418,6 +448,9 @@ pub struct Store {
     reader: StoreReader,
     index: Option<IndexReader>,
     state: Arc<StoreState>,
+    /// Replication: what the master's slaves acknowledged (SYNC_MASTER waits on it) and the
+    /// wake for its HA connections.
+    ha: Arc<crate::ha::HaState>,
     /// Taken (emptied) by `shutdown`. A mutex only so that `Store` is `Sync` (connection threads
     /// share it); it is touched once, at shutdown.
     arbiters: std::sync::Mutex<Vec<Arbiter>>,
@@ -512,7 +545,9 @@ impl Store {
         let buffered = params.transient_store_pool_size > 0;
         // Without write buffers the writer appends into write rings and commits them itself
         // (see `WRITE_RINGS`); only if rings cannot be had does it write through the mappings.
-        let rings = if buffered {
+        // A slave writes through its mappings: a record split across two transfers has its first
+        // part written but not yet readable, which a ring or buffer could not commit.
+        let rings = if buffered || params.broker_role.is_slave() {
             None
         } else {
             match TransientStorePool::new_rings(
@@ -1053,12 +1088,15 @@ impl Store {
         };
         let mut after_append = Vec::new();
         let mut committer = None;
+        let ha = crate::ha::HaState::new();
         if let Some(pool) = &pool {
             let mut on_wait: Option<Box<dyn Fn() + Send>> = None;
             if commit_mode == CommitMode::ByCommitter {
                 let commit_woken = Arc::new(AtomicBool::new(false));
-                let after_commit: Vec<Waker> =
-                    std::iter::once(reput_waker()).chain(flush_waker).collect();
+                let after_commit: Vec<Waker> = std::iter::once(reput_waker())
+                    .chain(flush_waker)
+                    .chain(std::iter::once(ha.data_waker()))
+                    .collect();
                 let arb = arbiter();
                 let c = start_on(
                     Some(&arb.handle()),
@@ -1104,6 +1142,10 @@ impl Store {
                 after_append.push(reput_waker());
             }
             after_append.extend(flush_waker);
+            // New bytes for the slaves (with write rings, woken after the inline commit).
+            if params.broker_role.is_master() {
+                after_append.push(ha.data_waker());
+            }
         }
         let commit_inline = rings.is_some();
         let cl_retention = log.files().retention();
@@ -1118,7 +1160,8 @@ impl Store {
                 state.clone(),
                 sync,
             )
-            .committing_inline(commit_inline),
+            .committing_inline(commit_inline)
+            .as_slave(params.broker_role.is_slave()),
         );
         arbiters.push(writer_arb);
         let sched_arb = arbiter();
@@ -1179,6 +1222,7 @@ impl Store {
             reader,
             index: index_reader,
             state,
+            ha,
             arbiters: std::sync::Mutex::new(arbiters.into_inner()),
             report,
         })
@@ -1250,10 +1294,67 @@ impl Store {
     pub async fn put(&self, mut msg: NewMessage) -> Result<AppendOk, PutError> {
         check_send_topic(&msg.topic)?;
         rewrite_for_delay(&mut msg, self.params.delay_levels_ms.len());
-        self.writer
+        let waits = writer::waits(&msg);
+        let mut ok = self
+            .writer
             .send(AppendMessage(msg))
             .await
-            .map_err(unavailable)?
+            .map_err(unavailable)??;
+        if waits {
+            self.replicated(ok.end_offset().0, std::slice::from_mut(&mut ok))
+                .await;
+        }
+        Ok(ok)
+    }
+
+    /// SYNC_MASTER: the replication outcome for stored appends whose last byte is at or before
+    /// `end`, merged into their status as RocketMQ does (a replication failure overrides a
+    /// flush timeout). A no-op on other roles.
+    async fn replicated(&self, end: u64, oks: &mut [AppendOk]) {
+        if self.params.broker_role != BrokerRole::SyncMaster || oks.is_empty() {
+            return;
+        }
+        let status = self
+            .ha
+            .wait_replicated(
+                end,
+                self.params.slave_timeout,
+                self.params.ha_slave_fallbehind_max,
+            )
+            .await;
+        if status != PutStatus::PutOk {
+            for ok in oks {
+                ok.status = status;
+            }
+        }
+    }
+
+    /// Replication state (what the slaves acknowledged), for the HA service and metrics.
+    pub fn ha(&self) -> &Arc<crate::ha::HaState> {
+        &self.ha
+    }
+
+    /// A slave: writes CommitLog bytes its master sent at `start` (see
+    /// [`writer::AppendReplicated`]); the remark says why not.
+    pub async fn append_replicated(
+        &self,
+        start: u64,
+        data: bytes::Bytes,
+    ) -> Result<actormq_core::store::commit_log::ReplicatedOk, String> {
+        self.writer
+            .send(writer::AppendReplicated { start, data })
+            .await
+            .map_err(|e| format!("the CommitLog writer is gone: {e}"))?
+            .map_err(|e| e.remark)
+    }
+
+    /// A slave: where its CommitLog ends (the offset it reports to its master).
+    pub async fn replica_end(&self) -> Result<u64, String> {
+        self.writer
+            .send(GetWriterState)
+            .await
+            .map(|s| s.max_offset.0)
+            .map_err(|e| format!("the CommitLog writer is gone: {e}"))
     }
 
     /// Many independent producer messages in one writer mailbox message — two in SYNC_FLUSH when
@@ -1265,6 +1366,7 @@ impl Store {
     /// that a `WAIT=false` reply is not held back by the flush).
     pub async fn put_many(&self, msgs: Vec<NewMessage>) -> Vec<Result<AppendOk, PutError>> {
         let n = msgs.len();
+        let wait_flags: Vec<bool> = msgs.iter().map(writer::waits).collect();
         let mut early: Vec<Option<PutError>> = Vec::with_capacity(n);
         let mut pass = Vec::with_capacity(n);
         for mut m in msgs {
@@ -1316,7 +1418,7 @@ impl Store {
                 Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
             }
         };
-        early
+        let mut out: Vec<Result<AppendOk, PutError>> = early
             .into_iter()
             .map(|e| match e {
                 Some(err) => Err(err),
@@ -1324,7 +1426,25 @@ impl Store {
                     Err(PutError::new(PutStatus::UnknownError, "missing reply"))
                 }),
             })
-            .collect()
+            .collect();
+        if self.params.broker_role == BrokerRole::SyncMaster {
+            // One wait for the batch: the slave acks in offset order, so the furthest end
+            // decides. Only appends that wait (WAIT absent or true) take its outcome.
+            let mut waiting: Vec<AppendOk> = Vec::new();
+            let mut at = Vec::new();
+            for (i, (r, w)) in out.iter().zip(&wait_flags).enumerate() {
+                if let (Ok(ok), true) = (r, *w) {
+                    waiting.push(ok.clone());
+                    at.push(i);
+                }
+            }
+            let end = waiting.iter().map(|o| o.end_offset().0).max().unwrap_or(0);
+            self.replicated(end, &mut waiting).await;
+            for (i, ok) in at.into_iter().zip(waiting) {
+                out[i] = Ok(ok);
+            }
+        }
+        out
     }
 
     /// A producer batch (SEND_BATCH_MESSAGE): one topic and queue; delay is not allowed.
@@ -1344,10 +1464,17 @@ impl Store {
                 "a batch cannot carry delayed messages",
             ));
         }
-        self.writer
+        let waits = msgs.first().is_some_and(writer::waits);
+        let (mut ok, offsets) = self
+            .writer
             .send(AppendProducerBatch(msgs))
             .await
-            .map_err(unavailable)?
+            .map_err(unavailable)??;
+        if waits {
+            self.replicated(ok.end_offset().0, std::slice::from_mut(&mut ok))
+                .await;
+        }
+        Ok((ok, offsets))
     }
 
     /// Deletes a topic's ConsumeQueues (DELETE_TOPIC_IN_BROKER; its CommitLog records stay until

@@ -23,6 +23,9 @@
 //! naming its offsets, not delivered: a record with a bad CRC is never served.
 //!
 //! Due-ness is decided by the injected clock, so tests move time instead of sleeping.
+//!
+//! On a slave (`brokerRole = SLAVE`) nothing is delivered: its schedule topic is a copy of the
+//! master's, whose deliveries reach it by replication.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,6 +72,9 @@ pub struct ScheduleDelivery {
     busy: bool,
     /// Refused deliveries in the current stretch of refusals (a full disk refuses every tick).
     refusals: Refusals,
+    /// Masters deliver; a slave only keeps its copy of the schedule topic (RocketMQ runs the
+    /// delivery timers on the master only).
+    delivers: bool,
 }
 
 /// Throttles the log of refused deliveries: the first of a stretch at WARN, then at most every
@@ -168,6 +174,7 @@ impl ScheduleDelivery {
             persist_every,
             busy: false,
             refusals: Refusals::default(),
+            delivers: params.broker_role.is_master(),
         };
         for level in 1..=s.levels_ms.len() {
             let qid = (level - 1) as i32;
@@ -321,7 +328,9 @@ impl Service for ScheduleDelivery {
     const NAME: &'static str = "schedule_delivery";
 
     fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
-        ctx.run_interval(self.tick, |act, ctx| act.inner.deliver(ctx));
+        if self.delivers {
+            ctx.run_interval(self.tick, |act, ctx| act.inner.deliver(ctx));
+        }
         ctx.run_interval(self.persist_every, |act, _| {
             if let Err(e) = act.inner.persist() {
                 tracing::error!(error = %e, "cannot persist delayOffset.json");

@@ -34,6 +34,15 @@ impl Waker {
         }
     }
 
+    /// Wakes by calling `notify` (true: the wake is pending), for a target that is not an actor
+    /// (the HA connections, woken through a `tokio::sync::Notify`).
+    pub fn from_fn(flag: Arc<AtomicBool>, notify: impl Fn() -> bool + Send + 'static) -> Waker {
+        Waker {
+            flag,
+            notify: Box::new(notify),
+        }
+    }
+
     /// Sends the wake unless one is already pending. No allocation, no lock.
     #[inline]
     pub fn wake(&self) {

@@ -3,7 +3,8 @@
 //!
 //! In: [`AppendMessage`] (one message), [`AppendBatch`] (many independent messages in one mailbox
 //! message — the batched hop), [`AppendProducerBatch`] (a SEND_BATCH: one topic/queue, one unit),
-//! [`GetWriterState`], [`RemoveTopic`] (a deleted topic), [`EndOfBurst`] (from itself). Out:
+//! [`GetWriterState`], [`RemoveTopic`] (a deleted topic), [`EndOfBurst`] (from itself),
+//! [`AppendReplicated`] (a slave: bytes its master sent, at their offsets). Out:
 //! replies with the offsets assigned (in SYNC_FLUSH, for an append that waits, by way of a
 //! [`FlushUpTo`] to the group committer, which answers the producer itself once the flush covers
 //! it: [`AppendReply`]; the waits of one mailbox burst travel together, once their bytes are
@@ -19,7 +20,8 @@
 //! SYNC_FLUSH a message with `WAIT` absent or true is answered only once it is flushed (or with
 //! FLUSH_DISK_TIMEOUT after `syncFlushTimeout`), without holding up the appends behind it; a store
 //! that is read-only (a flush failed) or over its disk-space limit refuses with
-//! SERVICE_NOT_AVAILABLE and the reason.
+//! SERVICE_NOT_AVAILABLE and the reason; so does a slave's writer to every append but its
+//! master's bytes, and a master's writer to those.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,7 +30,7 @@ use actix::prelude::*;
 use actormq_core::clock::SharedClock;
 use actormq_core::format::record::NewMessage;
 use actormq_core::offset::{PhyOffset, QueueOffset};
-use actormq_core::store::commit_log::{AppendOk, CommitLog};
+use actormq_core::store::commit_log::{AppendOk, CommitLog, ReplicatedOk};
 use actormq_core::store::mapped_file::MappedFile;
 use actormq_core::store::status::PutError;
 
@@ -237,6 +239,8 @@ pub struct CommitLogWriter {
     burst: Burst,
     /// Our own address, for [`EndOfBurst`].
     me: Option<ActorRef<CommitLogWriter>>,
+    /// `brokerRole = SLAVE`: only [`AppendReplicated`] writes.
+    slave: bool,
 }
 
 /// How often the writer answers FLUSH_DISK_TIMEOUT to waits past `syncFlushTimeout`: its
@@ -270,7 +274,14 @@ impl CommitLogWriter {
             deadlines: Deadlines::default(),
             burst: Burst::default(),
             me: None,
+            slave: false,
         }
+    }
+
+    /// A slave's writer (see the field).
+    pub fn as_slave(mut self, slave: bool) -> Self {
+        self.slave = slave;
+        self
     }
 
     /// Write rings: commit inline (see the field).
@@ -279,7 +290,16 @@ impl CommitLogWriter {
         self
     }
 
+    /// Why a producer's append is refused, if it is.
     fn refused(&self) -> Option<PutError> {
+        if self.slave {
+            // RocketMQ's store refuses the same way ("message store is slave mode").
+            return Some(PutError::new(
+                PutStatus::ServiceNotAvailable,
+                "this broker is a slave (brokerRole = SLAVE): it stores only what its master \
+                 replicates; send to the master",
+            ));
+        }
         self.state
             .refusal()
             .map(|r| PutError::new(PutStatus::ServiceNotAvailable, r))
@@ -573,6 +593,42 @@ impl Serve<GetQueueOffset> for CommitLogWriter {
     type Reply = Reply<GetQueueOffset>;
     fn serve(&mut self, m: GetQueueOffset, _: &mut Context<Metered<Self>>) -> Self::Reply {
         MessageResult(self.log.queue_offset(&m.0, m.1))
+    }
+}
+
+/// A slave: CommitLog bytes its master sent (one HA transfer), to be written at `start`, the
+/// same offset as on the master. See [`CommitLog::append_replicated`].
+pub struct AppendReplicated {
+    pub start: u64,
+    pub data: bytes::Bytes,
+}
+impl Message for AppendReplicated {
+    type Result = Result<ReplicatedOk, PutError>;
+}
+
+impl Serve<AppendReplicated> for CommitLogWriter {
+    type Reply = Reply<AppendReplicated>;
+    fn serve(&mut self, m: AppendReplicated, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
+        if !self.slave {
+            return MessageResult(Err(PutError::new(
+                PutStatus::ServiceNotAvailable,
+                "this broker is a master: it takes no replicated CommitLog bytes",
+            )));
+        }
+        if let Some(r) = self.state.refusal() {
+            return MessageResult(Err(PutError::new(PutStatus::ServiceNotAvailable, r)));
+        }
+        let ok = match self.log.append_replicated(m.start, &m.data) {
+            Ok(ok) => ok,
+            Err(e) => return MessageResult(Err(e)),
+        };
+        if ok.records > 0 || ok.rolled_into.is_some() {
+            // The records' own store time is what the checkpoint records on a slave.
+            if let Err(e) = self.after_append(ok.last_store_timestamp, ok.rolled_into, false, ctx) {
+                return MessageResult(Err(e));
+            }
+        }
+        MessageResult(Ok(ok))
     }
 }
 
