@@ -18,12 +18,16 @@ use common::*;
 use rocketmq_client_rust::SendStatus;
 
 fn send_request(topic: &str, body: &str) -> RemotingCommand {
+    send_to_queue(topic, 0, body)
+}
+
+fn send_to_queue(topic: &str, queue_id: i32, body: &str) -> RemotingCommand {
     RemotingCommand::new_request(rq::SEND_MESSAGE)
         .with_ext("producerGroup", "ha-producer")
         .with_ext("topic", topic)
         .with_ext("defaultTopic", "TBW102")
         .with_ext("defaultTopicQueueNums", "4")
-        .with_ext("queueId", "0")
+        .with_ext("queueId", queue_id.to_string())
         .with_ext("sysFlag", "0")
         .with_ext("bornTimestamp", now_millis().to_string())
         .with_ext("flag", "0")
@@ -158,6 +162,110 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
             assert!(
                 m[..end] == s[..end],
                 "the slave's bytes differ from the master's"
+            );
+        },
+    );
+}
+
+/// Sends `n` messages of `len` bytes to `topic`, spread over queues 0..4, each answered SUCCESS.
+async fn produce(addr: &str, topic: &str, n: usize, len: usize, tag: &str) {
+    let client = RemotingClient::connect(addr).await.expect("connect");
+    let body = "x".repeat(len);
+    for i in 0..n {
+        let r = client
+            .invoke(
+                send_to_queue(topic, (i % 4) as i32, &format!("{tag}-{i}-{body}")),
+                Duration::from_secs(10),
+            )
+            .await
+            .expect("answered");
+        assert_eq!(r.code, rc::SUCCESS, "send {tag}-{i}: {:?}", r.remark);
+    }
+}
+
+/// Waits (at most 30 s) until the slave's four queues of `topic` end where the master's do.
+async fn wait_caught_up(master: &str, slave: &str, topic: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for q in 0..4 {
+        let want = max_offset(master, topic, q).await;
+        loop {
+            let got = max_offset(slave, topic, q).await;
+            if got == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "queue {q}: slave max offset {got:?}, master {want:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Every CommitLog file the slave has equals the master's file of the same name, byte for byte
+/// up to the slave's last non-zero byte; returns the slave's file names.
+fn assert_slave_files_match(mdir: &std::path::Path, sdir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(sdir.join("commitlog"))
+        .expect("slave commitlog dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in &names {
+        let m = std::fs::read(mdir.join("commitlog").join(name)).expect("master file");
+        let s = std::fs::read(sdir.join("commitlog").join(name)).expect("slave file");
+        let end = s.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        assert!(m[..end] == s[..end], "{name}: the slave's bytes differ");
+    }
+    names
+}
+
+/// An empty slave starts at the master's last CommitLog file, follows the master across file
+/// ends, and after a clean restart resumes where it stopped.
+#[test]
+fn a_slave_starts_at_the_masters_last_file_and_resumes_after_a_restart() {
+    run_bounded(
+        "a_slave_starts_at_the_masters_last_file_and_resumes_after_a_restart",
+        || async {
+            let small = [
+                ("mappedFileSizeCommitLog", "1048576"),
+                ("maxMessageSize", "65536"),
+            ];
+            let (mdir, master) = broker(&small);
+            let topic = unique("THaFiles");
+            // 1.2 MiB: the master is in its second file when the slave first connects.
+            produce(&master.broker_addr, &topic, 300, 4000, "before").await;
+
+            let sdir = tempfile::tempdir().expect("temp dir");
+            let slave_cfg = [
+                ("mappedFileSizeCommitLog", "1048576"),
+                ("maxMessageSize", "65536"),
+                ("brokerRole", "SLAVE"),
+                ("brokerId", "1"),
+                ("namesrvAddr", master.namesrv_addr.as_str()),
+            ];
+            let slave = start_broker(sdir.path(), &slave_cfg);
+            produce(&master.broker_addr, &topic, 300, 4000, "during").await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            stop_broker(slave);
+
+            produce(&master.broker_addr, &topic, 100, 4000, "while-away").await;
+            let slave = start_broker(sdir.path(), &slave_cfg);
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            stop_broker(slave);
+            stop_broker(master);
+
+            let names = assert_slave_files_match(mdir.path(), sdir.path());
+            let masters = std::fs::read_dir(mdir.path().join("commitlog"))
+                .expect("master commitlog dir")
+                .count();
+            assert!(
+                masters >= 3 && names.len() >= 2,
+                "the master has {masters} files, the slave {names:?}"
+            );
+            assert_ne!(
+                names[0],
+                format!("{:020}", 0),
+                "an empty slave starts at the master's last file, not at 0"
             );
         },
     );

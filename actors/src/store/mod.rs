@@ -1022,7 +1022,9 @@ impl Store {
         }
         let allocator = start_on(Some(&alloc_arb.handle()), alloc);
         arbiters.push(alloc_arb);
-        if log.files().is_empty() {
+        // Not on a slave: its first file is wherever its master's stream starts (the master's
+        // last file), which is not known before it connects.
+        if log.files().is_empty() && params.broker_role.is_master() {
             // A fresh store: have the first file ready (allocated and warmed) before the first
             // append, instead of the writer creating it while producers wait.
             if let Ok(files) = allocator.send(allocator::AllocateNext { from: 0 }).await {

@@ -172,7 +172,19 @@ impl ReputDispatcher {
         {
             return;
         }
-        let from = PhyOffset(self.state.dispatched.load(Ordering::Acquire));
+        let mut from = PhyOffset(self.state.dispatched.load(Ordering::Acquire));
+        let min = self.view.min_offset();
+        if from.0 < min {
+            // Nothing before the first file exists: a slave that started empty begins at its
+            // master's last file (RocketMQ's reput moves up to the CommitLog's min offset too).
+            tracing::info!(
+                from = from.0,
+                first_file = min,
+                "dispatch starts at the first CommitLog file"
+            );
+            self.state.dispatched.store(min, Ordering::Release);
+            from = PhyOffset(min);
+        }
         let mut visible = self.view.max_offset();
         if self.limit_to_flushed {
             visible = visible.min(self.state.flushed());

@@ -469,12 +469,15 @@ impl Service for CommitLogWriter {
         // Prepare the file after the current one before it is needed.
         let size = self.log.config().file_size;
         let max = self.log.max_offset().0;
-        let next = if self.log.files().is_empty() {
-            0
+        if self.log.files().is_empty() {
+            // A slave's first file is where its master's stream starts: created when the
+            // first transfer comes, not at 0.
+            if !self.slave {
+                self.request_next(0, ctx);
+            }
         } else {
-            max - max % size + size
-        };
-        self.request_next(next, ctx);
+            self.request_next(max - max % size + size, ctx);
+        }
         if self.sync.is_some() {
             ctx.run_interval(TIMEOUT_TICK, |act, _| {
                 let d = &mut act.inner.deadlines;
