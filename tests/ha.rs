@@ -146,6 +146,59 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                 }
             }
 
+            // The slave copies the master's tables: the topic, and a group's committed offset.
+            let group = unique("GHa");
+            let master_client = RemotingClient::connect(&master.broker_addr)
+                .await
+                .expect("connect");
+            let r = master_client
+                .invoke(
+                    RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
+                        .with_ext("consumerGroup", group.as_str())
+                        .with_ext("topic", topic.as_str())
+                        .with_ext("queueId", "0")
+                        .with_ext("commitOffset", "7"),
+                    Duration::from_secs(5),
+                )
+                .await
+                .expect("answered");
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            // RocketMQ's period is 10 s (the first round 3 s after the start): two rounds at most.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let topics = client
+                    .invoke(
+                        RemotingCommand::new_request(rq::GET_ALL_TOPIC_CONFIG),
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    .expect("answered");
+                let offset = client
+                    .invoke(
+                        RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
+                            .with_ext("consumerGroup", group.as_str())
+                            .with_ext("topic", topic.as_str())
+                            .with_ext("queueId", "0"),
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    .expect("answered");
+                let has_topic = String::from_utf8_lossy(&topics.body).contains(&topic);
+                let at = (offset.code == rc::SUCCESS)
+                    .then(|| offset.ext("offset").map(str::to_string))
+                    .flatten();
+                if has_topic && at.as_deref() == Some("7") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the slave has the topic: {has_topic}; its offset for the group: {at:?} \
+                     ({:?})",
+                    offset.remark
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+
             // Without its slave the master says so again.
             stop_broker(slave);
             let (code, remark) =

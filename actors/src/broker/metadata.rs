@@ -3,7 +3,8 @@
 //! ConsumerOffsetManager).
 //!
 //! In: [`EnsureTopic`], [`CreateTopic`], [`DeleteTopic`], [`EnsureGroup`], [`UpdateGroup`],
-//! [`CommitOffset`], [`QueryOffset`], [`GetOffsets`], [`PersistAll`], a timer persisting offsets
+//! [`CommitOffset`], [`QueryOffset`], [`GetOffsets`], [`PersistAll`], [`FromMaster`] (a slave's
+//! copy of its master's tables), a timer persisting offsets
 //! every `flushConsumerOffsetInterval`. Out: replies; after any topic change a fresh snapshot is
 //! published to [`MetaView`] (read lock-free by every connection) and the registrar is asked to
 //! register again.
@@ -322,6 +323,69 @@ impl Serve<UpdateGroup> for Metadata {
             .subscription_group_table
             .insert(m.0.group_name.clone(), m.0);
         self.groups_changed()
+    }
+}
+
+/// A slave: the master's tables (RocketMQ's `SlaveSynchronize`). Topics and groups are replaced
+/// whole, with the master's data version, when that version differs from ours; offsets are
+/// merged in (the master's entry wins for each `topic@group`), as RocketMQ's `putAll`.
+pub enum FromMaster {
+    Topics(TopicTable),
+    Groups(GroupTable),
+    Offsets(ConsumerOffsets),
+}
+impl Message for FromMaster {
+    /// Whether anything changed.
+    type Result = std::io::Result<bool>;
+}
+
+impl Serve<FromMaster> for Metadata {
+    type Reply = std::io::Result<bool>;
+    fn serve(&mut self, m: FromMaster, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        match m {
+            FromMaster::Topics(t) => {
+                if t.data_version == self.topics.data_version {
+                    return Ok(false);
+                }
+                self.topics = t;
+                self.publish();
+                write_with_backup(
+                    &self.dir.join("topics.json"),
+                    meta::to_json(&self.topics).as_bytes(),
+                )?;
+                if let Some(f) = &self.on_topic_change {
+                    f();
+                }
+                Ok(true)
+            }
+            FromMaster::Groups(g) => {
+                if g.data_version == self.groups.data_version {
+                    return Ok(false);
+                }
+                self.groups = g;
+                self.publish();
+                write_with_backup(
+                    &self.dir.join("subscriptionGroup.json"),
+                    meta::to_json(&self.groups).as_bytes(),
+                )?;
+                Ok(true)
+            }
+            FromMaster::Offsets(o) => {
+                let mut changed = false;
+                for (key, queues) in o.offset_table {
+                    let mine = self.offsets.offset_table.entry(key).or_default();
+                    if *mine != queues {
+                        *mine = queues;
+                        changed = true;
+                    }
+                }
+                if changed {
+                    self.offsets_dirty = true;
+                    self.persist_offsets()?;
+                }
+                Ok(changed)
+            }
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod metadata;
 pub mod processor;
 pub mod pull_hold;
 pub mod registrar;
+pub mod slave_sync;
 pub mod testing;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -236,8 +237,15 @@ pub async fn start(
         Duration::from_millis(b.register_name_server_period_ms.clamp(10_000, 60_000)),
         Duration::from_millis(b.register_broker_timeout_ms.max(1000)),
     );
-    if cfg.store.broker_role.is_slave() && cfg.store.ha_master_address.is_none() {
-        reg = reg.with_master_ha(master_ha.clone());
+    let master_addr: Arc<arc_swap::ArcSwapOption<String>> =
+        Arc::new(arc_swap::ArcSwapOption::empty());
+    if cfg.store.broker_role.is_slave() {
+        let ha = cfg
+            .store
+            .ha_master_address
+            .is_none()
+            .then(|| master_ha.clone());
+        reg = reg.with_master(ha, master_addr.clone());
     }
     let registrar = start_on(None, reg);
     let ha_arb = actix::Arbiter::new();
@@ -260,6 +268,16 @@ pub async fn start(
     }));
     let meta_arb = actix::Arbiter::new();
     let meta_ref = start_on(Some(&meta_arb.handle()), meta);
+    if cfg.store.broker_role.is_slave() {
+        let addr: slave_sync::MasterRemoting =
+            Arc::new(move || master_addr.load_full().map(|a| (*a).clone()));
+        ha_arb.spawn(slave_sync::run(
+            addr,
+            meta_ref.clone(),
+            store.clone(),
+            slave_sync::first_delay(),
+        ));
+    }
     std::mem::forget(meta_arb); // lives as long as the process; stopped with the system
 
     let registry = ClientRegistry::new();

@@ -110,8 +110,10 @@ pub struct Registrar {
     timeout: Duration,
     targets: Vec<Target>,
     unregistered: bool,
-    /// A slave: where the master's HA address goes when a name server names it.
+    /// A slave: where the master's HA address and remoting address go when a name server
+    /// names them.
     master_ha: Option<Arc<arc_swap::ArcSwapOption<String>>>,
+    master_addr: Option<Arc<arc_swap::ArcSwapOption<String>>>,
 }
 
 /// Outcome of one registration attempt: the client to keep (if the connection is usable) and
@@ -148,13 +150,21 @@ impl Registrar {
             targets,
             unregistered: false,
             master_ha: None,
+            master_addr: None,
         }
     }
 
-    /// A slave: every HA address of the master a name server answers with is stored in `sink`
-    /// (the slave's replication client reads it), as RocketMQ's `updateHaMasterAddress`.
-    pub fn with_master_ha(mut self, sink: Arc<arc_swap::ArcSwapOption<String>>) -> Self {
-        self.master_ha = Some(sink);
+    /// A slave: every HA address of the master a name server answers with is stored in `ha`
+    /// (the slave's replication client reads it; RocketMQ's `updateHaMasterAddress`), and every
+    /// remoting address in `addr` (its table copy reads it; `updateMasterAddress`). `None`:
+    /// not wanted (`haMasterAddress` is set).
+    pub fn with_master(
+        mut self,
+        ha: Option<Arc<arc_swap::ArcSwapOption<String>>>,
+        addr: Arc<arc_swap::ArcSwapOption<String>>,
+    ) -> Self {
+        self.master_ha = ha;
+        self.master_addr = Some(addr);
         self
     }
 
@@ -235,7 +245,7 @@ impl Registrar {
     }
 
     fn finish(&mut self, i: usize, (client, result): Attempt, ctx: &mut Context<Metered<Self>>) {
-        let master_ha = self.master_ha.clone();
+        let (master_ha, master_addr) = (self.master_ha.clone(), self.master_addr.clone());
         let Some(t) = self.targets.get_mut(i) else {
             return;
         };
@@ -247,12 +257,17 @@ impl Registrar {
                 let header = RegisterBrokerResponseHeader::from_command(&resp).unwrap_or_default();
                 s.master_addr = header.master_addr;
                 s.master_ha_server_addr = header.ha_server_addr;
-                if let (Some(sink), Some(addr)) = (&master_ha, &s.master_ha_server_addr) {
-                    if !addr.is_empty()
-                        && sink.load().as_deref().map(String::as_str) != Some(addr.as_str())
-                    {
-                        tracing::info!(master_ha = %addr, "the name server names the master's HA address");
-                        sink.store(Some(Arc::new(addr.clone())));
+                for (sink, said, what) in [
+                    (&master_ha, &s.master_ha_server_addr, "HA address"),
+                    (&master_addr, &s.master_addr, "address"),
+                ] {
+                    if let (Some(sink), Some(addr)) = (sink, said) {
+                        if !addr.is_empty()
+                            && sink.load().as_deref().map(String::as_str) != Some(addr.as_str())
+                        {
+                            tracing::info!(master = %addr, "the name server names the master's {what}");
+                            sink.store(Some(Arc::new(addr.clone())));
+                        }
                     }
                 }
                 None

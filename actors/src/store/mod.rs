@@ -1523,6 +1523,14 @@ impl Store {
         self.schedule.send(GetDelayOffsets).await.ok()
     }
 
+    /// A slave: takes the master's delayed-delivery progress (see [`schedule::SetDelayOffsets`]).
+    pub async fn set_delay_offsets(&self, offsets: DelayOffsets) -> std::io::Result<()> {
+        self.schedule
+            .send(schedule::SetDelayOffsets(offsets))
+            .await
+            .map_err(std::io::Error::other)?
+    }
+
     /// Clean stop: refuse appends, commit the write buffers (retried), wait for dispatch to catch
     /// up, persist the builders, flush everything, stop every actor. A final commit that still
     /// failed is returned as the error after all of that.

@@ -352,6 +352,28 @@ impl Serve<GetDelayOffsets> for ScheduleDelivery {
     }
 }
 
+/// A slave: the master's delivery progress (GET_ALL_DELAY_OFFSET), kept and persisted as this
+/// broker's own, so that a slave restarted as master delivers from there (RocketMQ's
+/// `SlaveSynchronize.syncDelayOffset`). Levels this broker does not have are left out.
+pub struct SetDelayOffsets(pub DelayOffsets);
+impl Message for SetDelayOffsets {
+    type Result = std::io::Result<()>;
+}
+
+impl Serve<SetDelayOffsets> for ScheduleDelivery {
+    type Reply = std::io::Result<()>;
+    fn serve(&mut self, m: SetDelayOffsets, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let levels = self.levels_ms.len();
+        let mut offsets = m.0;
+        offsets.0.retain(|level, _| (1..=levels).contains(level));
+        if offsets == self.offsets {
+            return Ok(());
+        }
+        self.offsets = offsets;
+        self.persist()
+    }
+}
+
 impl Serve<PersistDelayOffsets> for ScheduleDelivery {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, _: PersistDelayOffsets, _: &mut Context<Metered<Self>>) -> Self::Reply {
