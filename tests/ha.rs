@@ -53,6 +53,20 @@ async fn send_until(addr: &str, topic: &str, code: i32) -> (i32, String) {
     }
 }
 
+/// The text of `GET /metrics` (HTTP/1.1, `Connection: close`).
+async fn metrics_text(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
 async fn max_offset(addr: &str, topic: &str, queue_id: i32) -> Option<i64> {
     let client = RemotingClient::connect(addr).await.expect("connect");
     let r = client
@@ -132,8 +146,9 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
             let deadline = Instant::now() + Duration::from_secs(20);
             for mq in &queues {
                 let q = mq.queue_id();
-                let want = max_offset(&master.broker_addr, &topic, q).await;
                 loop {
+                    // Both dispatch on their own: read both each time.
+                    let want = max_offset(&master.broker_addr, &topic, q).await;
                     let got = max_offset(&slave.broker_addr, &topic, q).await;
                     if got == want {
                         break;
@@ -199,6 +214,14 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
 
+            // The master's /metrics counts its slave.
+            let page = metrics_text(&master.metrics_addr).await;
+            assert!(
+                page.lines()
+                    .any(|l| l.starts_with("actormq_ha_slaves{") && l.ends_with(" 1")),
+                "no actormq_ha_slaves 1 in:\n{page}"
+            );
+
             // Without its slave the master says so again.
             stop_broker(slave);
             let (code, remark) =
@@ -240,8 +263,9 @@ async fn produce(addr: &str, topic: &str, n: usize, len: usize, tag: &str) {
 async fn wait_caught_up(master: &str, slave: &str, topic: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for q in 0..4 {
-        let want = max_offset(master, topic, q).await;
         loop {
+            // Both dispatch on their own: read both each time.
+            let want = max_offset(master, topic, q).await;
             let got = max_offset(slave, topic, q).await;
             if got == want {
                 break;

@@ -20,7 +20,8 @@
 //!   (`transientStorePoolEnable`, which RocketMQ 5 has no metric for) ActorMQ's own
 //!   `actormq_transient_store_pool_buffers{state="available"|"total"}` — `available` is the
 //!   `remainTransientStoreBufferNumbs` of GET_BROKER_RUNTIME_INFO, and under 40 % of `total` is
-//!   when the store logs RocketMQ's "TransientStorePool only remain N sheets" warning;
+//!   when the store logs RocketMQ's "TransientStorePool only remain N sheets" warning; on a
+//!   master, `actormq_ha_slaves` and `actormq_ha_slave_behind_bytes` (replication);
 //! * the store's histogram `actormq_commitlog_flush_seconds` (every CommitLog flush that wrote
 //!   data, SYNC_FLUSH or ASYNC_FLUSH: the disk's side of a send's latency), kept by the store in
 //!   its shared state and given the broker's labels here.
@@ -543,6 +544,8 @@ pub struct ScrapeSources {
     pub clients: ActorRef<ClientRegistry>,
     /// The write-buffer pool, when `transientStorePoolEnable` is effective.
     pub pool: Option<Arc<actormq_core::store::transient_pool::TransientStorePool>>,
+    /// A master's replication state (none on a slave).
+    pub ha: Option<Arc<crate::ha::HaState>>,
 }
 
 /// Bytes used on the file system holding `path` (total − free, as Java's
@@ -712,6 +715,26 @@ impl ScrapeSources {
                 .group_messages
                 .load(std::sync::atomic::Ordering::Relaxed),
         );
+
+        if let Some(ha) = &self.ha {
+            let slaves = ha.connections();
+            g.set(
+                "actormq_ha_slaves",
+                "Slaves replicating from this master (connected to haListenPort)",
+                slaves as i64,
+            );
+            if slaves > 0 {
+                g.set(
+                    "actormq_ha_slave_behind_bytes",
+                    "CommitLog bytes no slave has acknowledged yet (SYNC_MASTER sends wait for \
+                     them; at haSlaveFallbehindMax they are answered SLAVE_NOT_AVAILABLE)",
+                    self.reader
+                        .commit_log()
+                        .max_offset()
+                        .saturating_sub(ha.acked()) as i64,
+                );
+            }
+        }
 
         if let Some(pool) = &self.pool {
             let buffers = g.vec(

@@ -299,6 +299,11 @@ pub async fn start(
         meta_view: meta_view.clone(),
         clients: clients.clone(),
         pool: store.write_buffer_pool().cloned(),
+        ha: cfg
+            .store
+            .broker_role
+            .is_master()
+            .then(|| store.ha().clone()),
     };
     let settings = Arc::new(arc_swap::ArcSwap::from_pointee(
         ProcessorSettings::from_config(&cfg),
