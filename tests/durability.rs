@@ -4375,3 +4375,133 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
         drop(fs);
     });
 }
+
+/// The physical offset an offset message id (IPv4: 16 bytes as 32 hex digits) names.
+fn phy_of_msg_id(id: &str) -> u64 {
+    u64::from_str_radix(&id[id.len() - 16..], 16)
+        .unwrap_or_else(|e| panic!("offset msg id {id:?}: {e}"))
+}
+
+/// Number of slave kills in [`kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged`].
+const SLAVE_KILLS: usize = 5;
+
+/// SYNC_MASTER under load while its slave is killed with SIGKILL at random moments and started
+/// again: every SEND_OK message was on the slave (its recovered CommitLog reaches past it), no
+/// send is acknowledged while no slave is there, and once the slave has caught up its CommitLog
+/// is a byte-identical prefix of the master's and its ConsumeQueues count what the master's do.
+#[test]
+fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
+    let name = "kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged";
+    bounded(name, Duration::from_secs(170), move |cleanup| {
+        let seed = seed_for(name);
+        let mut rng = Rng::new(seed);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (mroot, sroot) = (dir.path().join("master"), dir.path().join("slave"));
+        let menv = BrokerEnv::new(&mroot)
+            .set("BROKERROLE", "SYNC_MASTER")
+            .set("HALISTENPORT", "0");
+        let mut master = Broker::start(&cleanup, &menv);
+        let started = log_line(&master, "broker started").expect("a start line");
+        let ha = log_field(&started, "ha")
+            .expect("the HA address")
+            .to_string();
+        let senv = BrokerEnv::new(&sroot)
+            .set("BROKERROLE", "SLAVE")
+            .set("BROKERID", "1")
+            .set("HAMASTERADDRESS", &ha);
+        let mut slave = Broker::start(&cleanup, &senv);
+        let rt = runtime();
+        let mut ledger = Ledger::default();
+        let mut per_cycle = Vec::new();
+        for cycle in 0..SLAVE_KILLS {
+            let delay = Duration::from_millis(rng.range(100, 400));
+            let pid = slave.pid;
+            // `load` starts once a send is acknowledged: the slave is connected.
+            let results = rt.block_on(load(
+                &master.addr,
+                &format!("c{cycle}"),
+                rng.next_u64(),
+                async move {
+                    tokio::time::sleep(delay).await;
+                    // SAFETY: kill(2) on our running, unreaped child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    true
+                },
+            ));
+            let before = ledger.acked.len();
+            ledger.record_all(results);
+            let st = slave
+                .wait_exit(WAIT_LIMIT)
+                .expect("the slave exits after SIGKILL");
+            assert_eq!(st.signal(), Some(libc::SIGKILL), "cycle {cycle}: {st}");
+            let newest = ledger
+                .acked
+                .values()
+                .map(|a| phy_of_msg_id(&a.msg_id))
+                .max()
+                .expect("acknowledged sends");
+            slave = Broker::start(&cleanup, &senv);
+            assert_abnormal_start(&slave);
+            let recovered = log_line(&slave, "store recovered").expect("a recovery line");
+            let end: u64 = log_number(&recovered, "commit_log_end");
+            assert!(
+                end > newest,
+                "cycle {cycle}: the slave recovered its CommitLog to {end}, but the master \
+                 acknowledged a message at {newest}:\n{}",
+                slave.tail(20)
+            );
+            per_cycle.push((delay.as_millis(), ledger.acked.len() - before, end));
+        }
+        // Caught up (the load's last cycle left the master ahead): the queue ends agree.
+        let deadline = Instant::now() + WAIT_LIMIT * 3;
+        rt.block_on(async {
+            let m = RemotingClient::connect(&master.addr).await.expect("master");
+            let s = RemotingClient::connect(&slave.addr).await.expect("slave");
+            for q in 0..QUEUES {
+                loop {
+                    let (a, b) = (max_offset(&m, q).await, max_offset(&s, q).await);
+                    if a == b {
+                        break;
+                    }
+                    assert!(Instant::now() < deadline, "q{q}: master {a}, slave {b}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        });
+        slave.stop_cleanly();
+        master.stop_cleanly();
+        eprintln!(
+            "{name}: seed {seed}, {SLAVE_KILLS} slave kills, {} acked, {} without reply, error \
+             codes {:?} (e.g. {:?}); (delay ms, acked, slave recovered end) per cycle: \
+             {per_cycle:?}",
+            ledger.acked.len(),
+            ledger.no_reply,
+            ledger.codes,
+            ledger.samples
+        );
+        assert!(
+            ledger
+                .codes
+                .keys()
+                .all(|c| [rc::SLAVE_NOT_AVAILABLE, rc::FLUSH_SLAVE_TIMEOUT].contains(c)),
+            "only replication codes while the slave is away: {:?}",
+            ledger.codes
+        );
+        let mut names: Vec<_> = std::fs::read_dir(sroot.join("commitlog"))
+            .expect("slave CommitLog")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        names.sort();
+        for n in &names {
+            let m = std::fs::read(mroot.join("commitlog").join(n)).expect("master file");
+            let s = std::fs::read(sroot.join("commitlog").join(n)).expect("slave file");
+            let end = s.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            assert!(m[..end] == s[..end], "{n:?}: the slave's bytes differ");
+        }
+        assert_eq!(
+            offline_check(&sroot, CQ_FILE_SIZE),
+            offline_check(&mroot, CQ_FILE_SIZE),
+            "the slave's ConsumeQueues agree with its CommitLog and count what the master's do"
+        );
+    });
+}

@@ -248,6 +248,12 @@ pub async fn start(
         reg = reg.with_master(ha, master_addr.clone());
     }
     let registrar = start_on(None, reg);
+    // What the log says of replication: the port a master serves, or "none".
+    let ha_addr = if cfg.store.broker_role.is_master() {
+        SocketAddr::new(ha_ip, ha_port).to_string()
+    } else {
+        "none".to_string()
+    };
     let ha_arb = actix::Arbiter::new();
     crate::metered::name_thread(&ha_arb.handle(), "ha");
     let ha_params = crate::ha::HaParams::from_config(&cfg.store);
@@ -342,6 +348,7 @@ pub async fn start(
         name_servers = %namesrv_addrs.join(";"),
         embedded_namesrv = namesrv.is_some(),
         metrics = %metrics_server.addr,
+        ha = %ha_addr,
         store = %root.display(),
         connection_threads = threads,
         flush = ?cfg.store.flush_disk_type,
