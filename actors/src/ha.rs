@@ -171,12 +171,7 @@ pub async fn serve_master(
         let (view, state, p) = (view.clone(), state.clone(), p.clone());
         actix_rt::spawn(async move {
             tracing::info!(slave = %peer, "a slave connected to the HA port");
-            let mut counted = false;
-            let end = serve_slave(stream, &view, &state, &p, &mut counted).await;
-            if counted {
-                state.connections.fetch_sub(1, Ordering::AcqRel);
-            }
-            match end {
+            match serve_slave(stream, &view, &state, &p).await {
                 Ok(()) => tracing::info!(slave = %peer, "the slave closed its HA connection"),
                 Err(e) => tracing::warn!(slave = %peer, reason = %e, "HA connection closed"),
             }
@@ -184,96 +179,161 @@ pub async fn serve_master(
     }
 }
 
-/// One slave: reports in, CommitLog bytes out. `counted` is set once the slave counts as
-/// connected (its first report).
+/// Counts a slave as connected while it lives (also when its task is dropped at a stop).
+struct Connected<'a>(&'a HaState);
+
+impl<'a> Connected<'a> {
+    fn new(state: &'a HaState) -> Connected<'a> {
+        state.connections.fetch_add(1, Ordering::AcqRel);
+        Connected(state)
+    }
+}
+
+impl Drop for Connected<'_> {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A socket write that must end within `limit` (a slave that stopped reading, a dead peer).
+async fn write_within(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    bytes: &[u8],
+    limit: Duration,
+    to: &str,
+) -> Result<(), String> {
+    match tokio::time::timeout(limit, wr.write_all(bytes)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("writing to the {to}: {e}")),
+        Err(_) => Err(format!(
+            "the {to} took no bytes for {} ms (haHousekeepingInterval)",
+            limit.as_millis()
+        )),
+    }
+}
+
+/// One slave: reports in, CommitLog bytes out — two halves running side by side, as RocketMQ's
+/// ReadSocketService and WriteSocketService, so a long catch-up never stops the acks (nor the
+/// housekeeping), and a slave that stops reading does not stop them either. The connection ends
+/// when either half does.
 async fn serve_slave(
     stream: TcpStream,
     view: &FileQueueView,
     state: &HaState,
     p: &HaParams,
-    counted: &mut bool,
 ) -> Result<(), String> {
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
+    let (start_tx, start_rx) = tokio::sync::oneshot::channel::<u64>();
+    let send = async move {
+        let Ok(start) = start_rx.await else {
+            return Ok(());
+        };
+        send_to_slave(wr, start, view, state, p).await
+    };
+    tokio::select! {
+        r = read_reports(rd, view, state, p, start_tx) => r,
+        r = send => r,
+    }
+}
+
+/// The reading half: the slave's reports. The first says where to start (handed to the
+/// sending half); every one is an ack. Silence for `haHousekeepingInterval` ends the connection.
+async fn read_reports(
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    view: &FileQueueView,
+    state: &HaState,
+    p: &HaParams,
+    start: tokio::sync::oneshot::Sender<u64>,
+) -> Result<(), String> {
     let mut reports = ReportReader::default();
-    // The next byte to send; none until the slave's first report.
-    let mut next: Option<u64> = None;
-    let (mut last_read, mut last_write) = (Instant::now(), Instant::now());
+    let mut start = Some(start);
+    let mut _connected = None;
     loop {
-        if let Some(at) = next.as_mut() {
-            loop {
-                state.data_flag.store(false, Ordering::Release);
-                let len = ha::chunk_len(*at, view.max_offset(), p.file_size, p.batch);
-                if len == 0 {
-                    break;
-                }
-                let bytes = view.read(*at, len as usize).ok_or_else(|| {
-                    format!(
-                        "the master no longer has the CommitLog bytes at offset {at} the slave \
-                         needs (its oldest file starts at {}): the slave's store must be \
-                         rebuilt from a copy of the master's",
-                        view.min_offset()
-                    )
-                })?;
-                wr.write_all(&ha::header(*at, len as u32))
-                    .await
-                    .map_err(|e| format!("writing to the slave: {e}"))?;
-                wr.write_all(bytes.as_bytes())
-                    .await
-                    .map_err(|e| format!("writing to the slave: {e}"))?;
-                *at += len;
-                last_write = Instant::now();
+        let read = tokio::time::timeout(p.housekeeping, rd.read_buf(reports.buffer())).await;
+        match read {
+            Err(_) => {
+                return Err(format!(
+                    "no offset report from the slave for {} ms (haHousekeepingInterval)",
+                    p.housekeeping.as_millis()
+                ))
             }
-            if last_write.elapsed() >= p.heartbeat {
-                wr.write_all(&ha::header(*at, 0))
-                    .await
-                    .map_err(|e| format!("writing to the slave: {e}"))?;
-                last_write = Instant::now();
-            }
+            Ok(Ok(0)) => return Ok(()),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("reading from the slave: {e}")),
         }
-        if last_read.elapsed() > p.housekeeping {
+        let Some(offset) = reports.last()? else {
+            continue;
+        };
+        if let Some(tx) = start.take() {
+            let readable = view.max_offset();
+            let from = ha::start_offset(offset, readable, p.file_size);
+            if from > readable {
+                return Err(format!(
+                    "the slave's CommitLog ends at {from}, beyond this master's end {readable}: \
+                     the two have diverged (a master restarted without data the slave had); \
+                     the slave's store must be rebuilt"
+                ));
+            }
+            tracing::info!(from, slave_end = offset, "replicating to a slave");
+            _connected = Some(Connected::new(state));
+            let _ = tx.send(from);
+        } else if offset > view.max_wrote_offset() {
             return Err(format!(
-                "no offset report from the slave for {} ms (haHousekeepingInterval)",
-                p.housekeeping.as_millis()
+                "the slave acknowledged offset {offset}, beyond this master's CommitLog end {}",
+                view.max_wrote_offset()
             ));
+        }
+        state.ack(offset);
+    }
+}
+
+/// The sending half: CommitLog bytes from `at` as they become readable, a heartbeat after
+/// `haSendHeartbeatInterval` without any.
+async fn send_to_slave(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut at: u64,
+    view: &FileQueueView,
+    state: &HaState,
+    p: &HaParams,
+) -> Result<(), String> {
+    let mut last_write = Instant::now();
+    loop {
+        loop {
+            state.data_flag.store(false, Ordering::Release);
+            let len = ha::chunk_len(at, view.max_offset(), p.file_size, p.batch);
+            if len == 0 {
+                break;
+            }
+            let bytes = view.read(at, len as usize).ok_or_else(|| {
+                format!(
+                    "the master no longer has the CommitLog bytes at offset {at} the slave \
+                     needs (its oldest file starts at {}): the slave's store must be rebuilt \
+                     from a copy of the master's",
+                    view.min_offset()
+                )
+            })?;
+            write_within(
+                &mut wr,
+                &ha::header(at, len as u32),
+                p.housekeeping,
+                "slave",
+            )
+            .await?;
+            write_within(&mut wr, bytes.as_bytes(), p.housekeeping, "slave").await?;
+            at += len;
+            last_write = Instant::now();
+        }
+        if last_write.elapsed() >= p.heartbeat {
+            write_within(&mut wr, &ha::header(at, 0), p.housekeeping, "slave").await?;
+            last_write = Instant::now();
         }
         let woken = state.data.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        if next.is_some_and(|at| view.max_offset() > at) {
+        if view.max_offset() > at {
             continue;
         }
         tokio::select! {
-            r = rd.read_buf(reports.buffer()) => {
-                match r {
-                    Ok(0) => return Ok(()),
-                    Ok(_) => {}
-                    Err(e) => return Err(format!("reading from the slave: {e}")),
-                }
-                last_read = Instant::now();
-                let Some(offset) = reports.last()? else { continue };
-                let readable = view.max_offset();
-                if next.is_none() {
-                    let start = ha::start_offset(offset, readable, p.file_size);
-                    if start > readable {
-                        return Err(format!(
-                            "the slave's CommitLog ends at {start}, beyond this master's end \
-                             {readable}: the two have diverged (a master restarted without \
-                             data the slave had); the slave's store must be rebuilt"
-                        ));
-                    }
-                    tracing::info!(from = start, slave_end = offset, "replicating to a slave");
-                    next = Some(start);
-                    *counted = true;
-                    state.connections.fetch_add(1, Ordering::AcqRel);
-                } else if offset > view.max_wrote_offset() {
-                    return Err(format!(
-                        "the slave acknowledged offset {offset}, beyond this master's CommitLog \
-                         end {}",
-                        view.max_wrote_offset()
-                    ));
-                }
-                state.ack(offset);
-            }
             _ = &mut woken => {}
             _ = tokio::time::sleep(IDLE_POLL) => {}
         }
@@ -317,53 +377,72 @@ async fn replicate_from(addr: &str, store: &Store, p: &HaParams) -> Result<(), S
         .map_err(|_| "connecting timed out after 3 s".to_string())?
         .map_err(|e| format!("cannot connect: {e}"))?;
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
-    let mut reported = store.replica_end().await?;
-    // At once, not after a heartbeat interval as Java 4.9 does: the master sends nothing before.
-    wr.write_all(&ha::report(reported))
-        .await
-        .map_err(|e| format!("writing to the master: {e}"))?;
-    tracing::info!(master = %addr, from = reported, "replicating from the master");
-    let mut last_report = Instant::now();
-    let mut last_read = Instant::now();
+    let (rd, wr) = stream.into_split();
+    let end = store.replica_end().await?;
+    tracing::info!(master = %addr, from = end, "replicating from the master");
+    // The reading half moves `end`; the reporting half tells the master, at once on every move
+    // (and on connecting: Java 4.9 waits a heartbeat interval, but the master sends nothing
+    // before the first report), and every `haSendHeartbeatInterval`. Apart, so a master that
+    // stops reading reports never stops the data, and the other way round.
+    let (end_tx, end_rx) = tokio::sync::watch::channel(end);
+    tokio::select! {
+        r = receive_from_master(rd, store, p, end, end_tx) => r,
+        r = report_to_master(wr, p, end_rx) => r,
+    }
+}
+
+/// The reading half of a slave's connection: transfers in, appended where the slave ends.
+async fn receive_from_master(
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    store: &Store,
+    p: &HaParams,
+    mut end: u64,
+    end_tx: tokio::sync::watch::Sender<u64>,
+) -> Result<(), String> {
     let mut transfers = TransferReader::new(MAX_TRANSFER);
     loop {
-        let report_due = tokio::time::Instant::from_std(last_report + p.heartbeat);
-        let silent_for = tokio::time::Instant::from_std(last_read + p.housekeeping);
-        tokio::select! {
-            r = rd.read_buf(transfers.buffer()) => {
-                match r {
-                    Ok(0) => return Ok(()),
-                    Ok(_) => {}
-                    Err(e) => return Err(format!("reading from the master: {e}")),
-                }
-                last_read = Instant::now();
-                while let Some(t) = transfers.next_transfer()? {
-                    if t.body.is_empty() {
-                        continue;
-                    }
-                    let ok = store.append_replicated(t.start, t.body).await?;
-                    if ok.end.0 > reported {
-                        reported = ok.end.0;
-                        wr.write_all(&ha::report(reported))
-                            .await
-                            .map_err(|e| format!("writing to the master: {e}"))?;
-                        last_report = Instant::now();
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(report_due) => {
-                wr.write_all(&ha::report(reported))
-                    .await
-                    .map_err(|e| format!("writing to the master: {e}"))?;
-                last_report = Instant::now();
-            }
-            _ = tokio::time::sleep_until(silent_for) => {
+        let read = tokio::time::timeout(p.housekeeping, rd.read_buf(transfers.buffer())).await;
+        match read {
+            Err(_) => {
                 return Err(format!(
                     "nothing from the master for {} ms (haHousekeepingInterval)",
                     p.housekeeping.as_millis()
-                ));
+                ))
+            }
+            Ok(Ok(0)) => return Ok(()),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("reading from the master: {e}")),
+        }
+        while let Some(t) = transfers.next_transfer()? {
+            if t.body.is_empty() {
+                // A heartbeat names where the master would continue: where this slave ends.
+                if t.start != end && end != 0 {
+                    return Err(format!(
+                        "the master's heartbeat says offset {}, but this slave ends at {end}",
+                        t.start
+                    ));
+                }
+                continue;
+            }
+            let ok = store.append_replicated(t.start, t.body).await?;
+            if ok.end.0 > end {
+                end = ok.end.0;
+                end_tx.send_replace(end);
             }
         }
+    }
+}
+
+/// The reporting half of a slave's connection.
+async fn report_to_master(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    p: &HaParams,
+    mut end_rx: tokio::sync::watch::Receiver<u64>,
+) -> Result<(), String> {
+    loop {
+        let end = *end_rx.borrow_and_update();
+        write_within(&mut wr, &ha::report(end), p.housekeeping, "master").await?;
+        // The next move, or the heartbeat interval; the reading half ending ends this too.
+        let _ = tokio::time::timeout(p.heartbeat, end_rx.changed()).await;
     }
 }

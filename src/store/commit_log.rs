@@ -570,6 +570,23 @@ impl CommitLog {
     pub fn append_replicated(&mut self, start: u64, data: &[u8]) -> Result<ReplicatedOk, PutError> {
         let size = self.cfg.file_size;
         let end = self.max_offset().0;
+        if end == 0 && start > 0 && self.cur.is_some() {
+            // Files that hold nothing (made ahead when this store ran as a master): a slave
+            // starts where its master's stream does, as RocketMQ checks the offset only once the
+            // slave has data.
+            self.files.remove_all().map_err(|e| {
+                PutError::new(
+                    PutStatus::ServiceNotAvailable,
+                    format!(
+                        "cannot remove the empty CommitLog files in {}: {e}",
+                        self.files.dir().display()
+                    ),
+                )
+            })?;
+            self.prepared.clear();
+            self.cur = None;
+            self.cur_pos = 0;
+        }
         let no_file = self.cur.is_none();
         if no_file && start % size != 0 {
             return Err(PutError::new(
@@ -1063,6 +1080,32 @@ pub(crate) mod tests {
             );
             assert!(a == b, "file {name} differs");
         }
+    }
+
+    /// A store that ran as a master without data has an empty file 0 (made ahead): as a slave
+    /// it starts at its master's last file all the same, and the empty files go.
+    #[test]
+    fn replicated_chunks_replace_empty_files_of_a_former_master() {
+        let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let size = 4096u64;
+        let m = master(md.path(), size);
+        let last = m.max_offset().0 - m.max_offset().0 % size;
+        let s = log(sd.path(), size);
+        s.files().create_and_push(0, Warm::No).unwrap();
+        s.files().create_and_push(size, Warm::No).unwrap();
+        let mut s = log(sd.path(), size);
+        s.recover(true, None, |_, _| {}).unwrap();
+        assert_eq!(s.max_offset().0, 0);
+        let len = m.max_offset().0 - last;
+        let ok = s
+            .append_replicated(last, &master_bytes(&m, last, len))
+            .unwrap();
+        assert_eq!(ok.published.0, m.max_offset().0);
+        let names: Vec<String> = std::fs::read_dir(sd.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec![format!("{last:020}")]);
     }
 
     /// An empty slave starts at the master's last file; a chunk that does not start where the

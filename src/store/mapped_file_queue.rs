@@ -238,6 +238,18 @@ impl MappedFileQueue {
         super::mapped_file::sync_dir(&self.dir)
     }
 
+    /// Removes every file, from the list and from disk (a slave whose files hold nothing, about
+    /// to start where its master's stream does).
+    pub fn remove_all(&self) -> io::Result<()> {
+        let cur = self.files.load_full();
+        self.files.store(Arc::new(Vec::new()));
+        for f in cur.iter() {
+            f.mark_unavailable();
+            std::fs::remove_file(f.path())?;
+        }
+        super::mapped_file::sync_dir(&self.dir)
+    }
+
     /// Retention: see [`FileQueueRetention::delete_files`].
     pub fn delete_files(&self, doomed: &[Arc<MappedFile>]) -> io::Result<usize> {
         self.retention().delete_files(doomed)

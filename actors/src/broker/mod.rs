@@ -164,9 +164,23 @@ pub async fn start(
     let store_host = SocketAddr::new(ip, port);
     let metrics_listener =
         MetricsServer::bind(SocketAddr::new(bind_ip, b.metrics_prom_exporter_port))?;
-    // A master serves its slaves on haListenPort; a slave listens on none.
+    let ha_ip: IpAddr = match &b.broker_ip2 {
+        Some(ip2) => ip2
+            .parse()
+            .with_context(|| format!("brokerIP2 = {ip2:?} is not an IP address"))?,
+        None => ip,
+    };
+    // A master serves its slaves on haListenPort — on brokerIP2 when set (the address slaves
+    // are told), else where the remoting port listens; a slave listens on none.
     let ha_listener = if cfg.store.broker_role.is_master() {
-        let at = SocketAddr::new(bind_ip, cfg.store.ha_listen_port);
+        let at = SocketAddr::new(
+            if b.broker_ip2.is_some() {
+                ha_ip
+            } else {
+                bind_ip
+            },
+            cfg.store.ha_listen_port,
+        );
         Some(
             std::net::TcpListener::bind(at)
                 .with_context(|| format!("cannot listen on {at} (haListenPort)"))?,
@@ -177,12 +191,6 @@ pub async fn start(
     let ha_port = match &ha_listener {
         Some(l) => l.local_addr()?.port(),
         None => cfg.store.ha_listen_port,
-    };
-    let ha_ip: IpAddr = match &b.broker_ip2 {
-        Some(ip2) => ip2
-            .parse()
-            .with_context(|| format!("brokerIP2 = {ip2:?} is not an IP address"))?,
-        None => ip,
     };
 
     // Name servers: configured ones, or an embedded one.

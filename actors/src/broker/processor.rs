@@ -122,8 +122,9 @@ impl SendBatcher {
             actix_rt::spawn(async move {
                 // One turn of the thread: SENDs decoded from other sockets in this turn join in.
                 end_of_turn().await;
-                // Only SYNC_FLUSH answers after a flush: in ASYNC_FLUSH nothing is split.
-                let sync = core.store.params().sync_flush;
+                // Only SYNC_FLUSH and SYNC_MASTER answer later (after a flush, a slave's ack):
+                // otherwise nothing is split.
+                let sync = core.store.params().answers_later();
                 let waits = |p: &PendingSend| !sync || crate::store::writer::waits(&p.msg);
                 send_chunks(core.batcher.0.take(), waits, |chunk| core.put_batch(chunk)).await;
             });
@@ -1193,7 +1194,10 @@ impl BrokerCore {
                 properties: props,
             };
             match self.store.put(msg).await {
-                Ok(_) => ok(&req),
+                Ok(r) if r.status == PutStatus::PutOk => ok(&req),
+                // Stored, but not as durable as asked (flush or slave): RocketMQ answers a
+                // send-back SYSTEM_ERROR with the status's name, and the consumer retries it.
+                Ok(r) => reply(&req, rc::SYSTEM_ERROR, r.status.java_name()),
                 Err(e) => reply(
                     &req,
                     rc::SYSTEM_ERROR,

@@ -126,8 +126,9 @@ impl PutCoalescer {
             let me = self.clone();
             actix_rt::spawn(async move {
                 end_of_turn().await;
-                // Only SYNC_FLUSH answers after a flush: in ASYNC_FLUSH nothing is split.
-                let sync = me.store.params().sync_flush;
+                // Only SYNC_FLUSH and SYNC_MASTER answer later (after a flush, a slave's ack):
+                // otherwise nothing is split.
+                let sync = me.store.params().answers_later();
                 let waits = |(m, _): &(NewMessage, Reply)| !sync || super::writer::waits(m);
                 send_chunks(me.batch.take(), waits, |chunk| async {
                     let (msgs, replies): (Vec<_>, Vec<_>) = chunk.into_iter().unzip();

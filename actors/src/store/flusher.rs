@@ -86,6 +86,9 @@ pub struct FlushCore {
     /// returns this error, and the stop leaves the abort file for an abnormal recovery. (A failed
     /// *commit* is not kept here: its bytes are still in the write buffer, and retrying is safe.)
     failed: Option<(std::io::ErrorKind, String)>,
+    /// Woken after each commit this core makes (`CommitMode::CommitFirst`): the master's HA
+    /// connections, which send committed bytes.
+    after_commit: Option<super::wake::Waker>,
 }
 
 /// Disk-space guard (RocketMQ's `diskSpaceWarningLevelRatio`): over `warning_pct` used, the store
@@ -229,7 +232,14 @@ impl FlushCore {
             disk,
             commit: CommitMode::Unbuffered,
             failed: None,
+            after_commit: None,
         }
+    }
+
+    /// Wakes `w` after each commit (see the field).
+    pub fn waking_after_commit(mut self, w: super::wake::Waker) -> Self {
+        self.after_commit = Some(w);
+        self
     }
 
     pub fn with_commit_mode(mut self, commit: CommitMode) -> Self {
@@ -256,6 +266,9 @@ impl FlushCore {
         if self.commit == CommitMode::CommitFirst {
             // A failed commit has turned the store read-only (as a failed flush does).
             commit_all(&self.view, &self.state, 0)?;
+            if let Some(w) = &self.after_commit {
+                w.wake();
+            }
         }
         let target = self.view.max_offset();
         let mut upto = self.view.min_offset();

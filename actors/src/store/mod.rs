@@ -148,6 +148,12 @@ pub struct StoreParams {
 }
 
 impl StoreParams {
+    /// Whether a message with `WAIT` absent or true is answered later than one without: after
+    /// the flush (SYNC_FLUSH) or a slave's ack (SYNC_MASTER). Batchers keep the two apart.
+    pub fn answers_later(&self) -> bool {
+        self.sync_flush || self.broker_role == BrokerRole::SyncMaster
+    }
+
     pub fn from_config(c: &StoreConfig) -> Result<StoreParams, String> {
         let sync_flush = c.flush_disk_type == actormq_core::config::FlushDiskType::SyncFlush;
         let slave = c.broker_role.is_slave();
@@ -1052,8 +1058,13 @@ impl Store {
             (true, true) => CommitMode::CommitFirst,
             (true, false) => CommitMode::ByCommitter,
         };
-        let flush_core = FlushCore::new(view.clone(), state.clone(), checkpoint, disk)
+        let ha = crate::ha::HaState::new();
+        let mut flush_core = FlushCore::new(view.clone(), state.clone(), checkpoint, disk)
             .with_commit_mode(commit_mode);
+        if commit_mode == CommitMode::CommitFirst && params.broker_role.is_master() {
+            // The group committer commits right before each flush: new bytes for the slaves.
+            flush_core = flush_core.waking_after_commit(ha.data_waker());
+        }
         let flush_woken = Arc::new(AtomicBool::new(false));
         let flush_arb = arbiter();
         let (flusher, sync) = if params.sync_flush {
@@ -1090,7 +1101,6 @@ impl Store {
         };
         let mut after_append = Vec::new();
         let mut committer = None;
-        let ha = crate::ha::HaState::new();
         if let Some(pool) = &pool {
             let mut on_wait: Option<Box<dyn Fn() + Send>> = None;
             if commit_mode == CommitMode::ByCommitter {
@@ -1296,7 +1306,7 @@ impl Store {
     pub async fn put(&self, mut msg: NewMessage) -> Result<AppendOk, PutError> {
         check_send_topic(&msg.topic)?;
         rewrite_for_delay(&mut msg, self.params.delay_levels_ms.len());
-        let waits = writer::waits(&msg);
+        let waits = self.params.broker_role == BrokerRole::SyncMaster && writer::waits(&msg);
         let mut ok = self
             .writer
             .send(AppendMessage(msg))
@@ -1368,7 +1378,11 @@ impl Store {
     /// that a `WAIT=false` reply is not held back by the flush).
     pub async fn put_many(&self, msgs: Vec<NewMessage>) -> Vec<Result<AppendOk, PutError>> {
         let n = msgs.len();
-        let wait_flags: Vec<bool> = msgs.iter().map(writer::waits).collect();
+        let wait_flags: Vec<bool> = if self.params.broker_role == BrokerRole::SyncMaster {
+            msgs.iter().map(writer::waits).collect()
+        } else {
+            Vec::new()
+        };
         let mut early: Vec<Option<PutError>> = Vec::with_capacity(n);
         let mut pass = Vec::with_capacity(n);
         for mut m in msgs {
@@ -1466,7 +1480,8 @@ impl Store {
                 "a batch cannot carry delayed messages",
             ));
         }
-        let waits = msgs.first().is_some_and(writer::waits);
+        let waits = self.params.broker_role == BrokerRole::SyncMaster
+            && msgs.first().is_some_and(writer::waits);
         let (mut ok, offsets) = self
             .writer
             .send(AppendProducerBatch(msgs))
