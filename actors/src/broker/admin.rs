@@ -200,7 +200,7 @@ struct Ring<const N: usize, C = u64> {
 
 impl<const N: usize, C> Ring<N, C>
 where
-    C: Copy + Default + Into<u64> + TryFrom<u64> + std::ops::Add<Output = C>,
+    C: Copy + Default + Into<u64> + TryFrom<u64>,
 {
     fn new(now: Instant, len: Duration) -> Self {
         Ring {
