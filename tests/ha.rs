@@ -347,3 +347,86 @@ fn a_slave_starts_at_the_masters_last_file_and_resumes_after_a_restart() {
         },
     );
 }
+
+/// The newest CommitLog file of the store at `root` holding any byte (the allocator makes the
+/// next one ahead, empty).
+fn newest_file_with_data(root: &std::path::Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("commitlog"))
+        .expect("commitlog dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .rev()
+        .find(|n| {
+            std::fs::read(root.join("commitlog").join(n))
+                .expect("read file")
+                .iter()
+                .any(|&b| b != 0)
+        })
+        .expect("a file with data")
+}
+
+/// A store that once ran as a master (and holds nothing) becomes the slave of a master three
+/// files in: it starts at the master's newest file, and a restart keeps what it replicated —
+/// no empty file of its master days is left below it to be refused as a gap, or recovered
+/// from and the data cut.
+#[test]
+fn a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts() {
+    run_bounded(
+        "a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts",
+        || async {
+            let small = [
+                ("mappedFileSizeCommitLog", "1048576"),
+                ("maxMessageSize", "65536"),
+            ];
+            let sdir = tempfile::tempdir().expect("temp dir");
+            stop_broker(start_broker(sdir.path(), &small));
+
+            let (mdir, master) = broker(&small);
+            let topic = unique("THaFormer");
+            // About 3.5 MB: the master is in its fourth file.
+            produce(&master.broker_addr, &topic, 850, 4000, "before").await;
+            let first = newest_file_with_data(mdir.path());
+            assert_eq!(
+                first,
+                format!("{:020}", 3 << 20),
+                "the master's newest file"
+            );
+
+            let slave_cfg = [
+                ("mappedFileSizeCommitLog", "1048576"),
+                ("maxMessageSize", "65536"),
+                ("brokerRole", "SLAVE"),
+                ("brokerId", "1"),
+                ("namesrvAddr", master.namesrv_addr.as_str()),
+            ];
+            let slave = start_broker(sdir.path(), &slave_cfg);
+            produce(&master.broker_addr, &topic, 20, 4000, "during").await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            stop_broker(slave);
+            for round in 0..2 {
+                let slave = start_broker(sdir.path(), &slave_cfg);
+                produce(
+                    &master.broker_addr,
+                    &topic,
+                    20,
+                    4000,
+                    &format!("after-{round}"),
+                )
+                .await;
+                wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+                stop_broker(slave);
+                let names = assert_slave_files_match(mdir.path(), sdir.path());
+                assert_eq!(
+                    names.first(),
+                    Some(&first),
+                    "restart {round}: the slave's files {names:?} start at the master's newest \
+                     file when it first connected"
+                );
+            }
+            stop_broker(master);
+        },
+    );
+}

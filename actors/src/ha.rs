@@ -442,7 +442,10 @@ async fn report_to_master(
     loop {
         let end = *end_rx.borrow_and_update();
         write_within(&mut wr, &ha::report(end), p.housekeeping, "master").await?;
-        // The next move, or the heartbeat interval; the reading half ending ends this too.
-        let _ = tokio::time::timeout(p.heartbeat, end_rx.changed()).await;
+        // The next move, or the heartbeat interval.
+        if let Ok(Err(_)) = tokio::time::timeout(p.heartbeat, end_rx.changed()).await {
+            // The reading half is gone: so is the connection.
+            return Ok(());
+        }
     }
 }

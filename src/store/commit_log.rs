@@ -570,20 +570,34 @@ impl CommitLog {
     pub fn append_replicated(&mut self, start: u64, data: &[u8]) -> Result<ReplicatedOk, PutError> {
         let size = self.cfg.file_size;
         let end = self.max_offset().0;
-        if end == 0 && start > 0 && self.cur.is_some() {
-            // Files that hold nothing (made ahead when this store ran as a master): a slave
-            // starts where its master's stream does, as RocketMQ checks the offset only once the
-            // slave has data.
-            self.files.remove_all().map_err(|e| {
-                PutError::new(
+        if end == 0 && start > 0 {
+            // Files that hold nothing (made ahead when this store ran as a master, listed or
+            // not): a slave starts where its master's stream does, as RocketMQ checks the offset
+            // only once the slave has data. Left on disk below the stream's start, such a file
+            // would make the next start refuse the gap, or recover from it and cut the data.
+            let cleared = self
+                .files
+                .remove_all()
+                .and_then(|()| {
+                    for f in self.prepared.drain(..) {
+                        f.mark_unavailable();
+                        match std::fs::remove_file(f.path()) {
+                            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                            _ => {}
+                        }
+                    }
+                    Ok(())
+                })
+                .and_then(|()| self.files.remove_strays_below(start));
+            if let Err(e) = cleared {
+                return Err(PutError::new(
                     PutStatus::ServiceNotAvailable,
                     format!(
                         "cannot remove the empty CommitLog files in {}: {e}",
                         self.files.dir().display()
                     ),
-                )
-            })?;
-            self.prepared.clear();
+                ));
+            }
             self.cur = None;
             self.cur_pos = 0;
         }
@@ -1083,7 +1097,9 @@ pub(crate) mod tests {
     }
 
     /// A store that ran as a master without data has an empty file 0 (made ahead): as a slave
-    /// it starts at its master's last file all the same, and the empty files go.
+    /// it starts at its master's last file all the same, and the empty files go — listed or
+    /// not, since one left below the start would make the next start refuse the gap or recover
+    /// from it.
     #[test]
     fn replicated_chunks_replace_empty_files_of_a_former_master() {
         let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -1092,10 +1108,15 @@ pub(crate) mod tests {
         let last = m.max_offset().0 - m.max_offset().0 % size;
         let s = log(sd.path(), size);
         s.files().create_and_push(0, Warm::No).unwrap();
-        s.files().create_and_push(size, Warm::No).unwrap();
         let mut s = log(sd.path(), size);
         s.recover(true, None, |_, _| {}).unwrap();
         assert_eq!(s.max_offset().0, 0);
+        // And one made ahead by the allocator after the files were listed.
+        std::fs::write(
+            sd.path().join(format!("{:020}", size)),
+            vec![0u8; size as usize],
+        )
+        .unwrap();
         let len = m.max_offset().0 - last;
         let ok = s
             .append_replicated(last, &master_bytes(&m, last, len))

@@ -245,9 +245,40 @@ impl MappedFileQueue {
         self.files.store(Arc::new(Vec::new()));
         for f in cur.iter() {
             f.mark_unavailable();
-            std::fs::remove_file(f.path())?;
+            remove_if_there(f.path())?;
         }
         super::mapped_file::sync_dir(&self.dir)
+    }
+
+    /// Removes every file of this queue's directory named for an offset below `offset` that is
+    /// not in the list (left by an earlier run or made ahead and given up).
+    pub fn remove_strays_below(&self, offset: u64) -> io::Result<usize> {
+        let listed: Vec<u64> = self
+            .files
+            .load()
+            .iter()
+            .map(|f| f.file_from_offset())
+            .collect();
+        let mut n = 0;
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(from) = name
+                .to_str()
+                .filter(|s| s.len() == 20)
+                .and_then(|s| s.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if from < offset && !listed.contains(&from) {
+                remove_if_there(&entry.path())?;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            super::mapped_file::sync_dir(&self.dir)?;
+        }
+        Ok(n)
     }
 
     /// Retention: see [`FileQueueRetention::delete_files`].
@@ -335,6 +366,14 @@ impl FileQueueRetention {
             }
         }
         Ok(n)
+    }
+}
+
+/// `remove_file`, where a file already gone counts as removed.
+fn remove_if_there(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

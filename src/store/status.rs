@@ -58,26 +58,6 @@ impl PutStatus {
             PutStatus::CreateMappedFileFailed | PutStatus::UnknownError => SYSTEM_ERROR,
         }
     }
-    /// The Java enum constant's name (`PutMessageStatus.name()`), which RocketMQ puts in some
-    /// remarks.
-    pub fn java_name(self) -> &'static str {
-        match self {
-            PutStatus::PutOk => "PUT_OK",
-            PutStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
-            PutStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
-            PutStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
-            PutStatus::ServiceNotAvailable => "SERVICE_NOT_AVAILABLE",
-            PutStatus::CreateMappedFileFailed => "CREATE_MAPEDFILE_FAILED",
-            PutStatus::MessageIllegal => "MESSAGE_ILLEGAL",
-            PutStatus::PropertiesSizeExceeded => "PROPERTIES_SIZE_EXCEEDED",
-            PutStatus::OsPageCacheBusy => "OS_PAGECACHE_BUSY",
-            PutStatus::UnknownError => "UNKNOWN_ERROR",
-            PutStatus::TopicIllegal => "MESSAGE_ILLEGAL",
-            PutStatus::TopicForbidden => "MESSAGE_ILLEGAL",
-            PutStatus::SystemBusy => "OS_PAGECACHE_BUSY",
-        }
-    }
-
     /// The statuses for which the message *was* stored and the SEND header is filled.
     pub fn is_stored(self) -> bool {
         matches!(

@@ -170,12 +170,13 @@ pub async fn start(
             .with_context(|| format!("brokerIP2 = {ip2:?} is not an IP address"))?,
         None => ip,
     };
-    // A master serves its slaves on haListenPort — on brokerIP2 when set (the address slaves
-    // are told), else where the remoting port listens; a slave listens on none.
+    // A master serves its slaves on haListenPort — on every interface when brokerIP2 is set
+    // (as RocketMQ always does: slaves are told brokerIP2, which may be a NAT or moving
+    // address), else where the remoting port listens; a slave listens on none.
     let ha_listener = if cfg.store.broker_role.is_master() {
         let at = SocketAddr::new(
             if b.broker_ip2.is_some() {
-                ha_ip
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED)
             } else {
                 bind_ip
             },

@@ -1193,11 +1193,9 @@ impl BrokerCore {
                 body,
                 properties: props,
             };
+            // Stored with WAIT=false (above), as RocketMQ does: no flush or slave to wait for.
             match self.store.put(msg).await {
-                Ok(r) if r.status == PutStatus::PutOk => ok(&req),
-                // Stored, but not as durable as asked (flush or slave): RocketMQ answers a
-                // send-back SYSTEM_ERROR with the status's name, and the consumer retries it.
-                Ok(r) => reply(&req, rc::SYSTEM_ERROR, r.status.java_name()),
+                Ok(_) => ok(&req),
                 Err(e) => reply(
                     &req,
                     rc::SYSTEM_ERROR,

@@ -469,12 +469,11 @@ impl Service for CommitLogWriter {
         // Prepare the file after the current one before it is needed.
         let size = self.log.config().file_size;
         let max = self.log.max_offset().0;
-        if self.log.files().is_empty() {
-            // A slave's first file is where its master's stream starts: created when the
-            // first transfer comes, not at 0.
-            if !self.slave {
-                self.request_next(0, ctx);
-            }
+        if self.slave && max == 0 {
+            // A slave that holds nothing starts where its master's stream does: its first file
+            // is made when the first transfer comes, and nothing is made ahead of that.
+        } else if self.log.files().is_empty() {
+            self.request_next(0, ctx);
         } else {
             self.request_next(max - max % size + size, ctx);
         }
