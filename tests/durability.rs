@@ -4413,9 +4413,15 @@ fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
         let rt = runtime();
         let mut ledger = Ledger::default();
         let mut per_cycle = Vec::new();
+        let mut away_codes = 0;
         for cycle in 0..SLAVE_KILLS {
             let delay = Duration::from_millis(rng.range(100, 400));
             let pid = slave.pid;
+            // The load goes on while the slave is dead and while it starts again, and stops
+            // 500 ms after the new slave process has started.
+            let next: Arc<Mutex<Option<(Broker, Instant)>>> = Arc::new(Mutex::new(None));
+            let (next_in, cleanup_in, senv_in) = (next.clone(), cleanup.clone(), senv.clone());
+            let mut dead = slave;
             // `load` starts once a send is acknowledged: the slave is connected.
             let results = rt.block_on(load(
                 &master.addr,
@@ -4425,22 +4431,38 @@ fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
                     tokio::time::sleep(delay).await;
                     // SAFETY: kill(2) on our running, unreaped child.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
+                    tokio::task::spawn_blocking(move || {
+                        let st = dead
+                            .wait_exit(WAIT_LIMIT)
+                            .expect("the slave exits after SIGKILL");
+                        assert_eq!(st.signal(), Some(libc::SIGKILL), "{st}");
+                        // Sends keep coming while it is away.
+                        std::thread::sleep(Duration::from_millis(200));
+                        let restarted_at = Instant::now();
+                        let b = Broker::start(&cleanup_in, &senv_in);
+                        *next_in.lock().unwrap() = Some((b, restarted_at));
+                    })
+                    .await
+                    .expect("the slave restarts");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                     true
                 },
             ));
             let before = ledger.acked.len();
+            let codes_before: usize = ledger.codes.values().sum();
             ledger.record_all(results);
-            let st = slave
-                .wait_exit(WAIT_LIMIT)
-                .expect("the slave exits after SIGKILL");
-            assert_eq!(st.signal(), Some(libc::SIGKILL), "cycle {cycle}: {st}");
+            away_codes += ledger.codes.values().sum::<usize>() - codes_before;
+            let (restarted, restarted_at) = next.lock().unwrap().take().expect("a new slave");
+            slave = restarted;
+            // Every send acknowledged before the new slave process existed was on the killed
+            // one: its recovered CommitLog reaches past each of them.
             let newest = ledger
                 .acked
                 .values()
+                .filter(|a| a.at < restarted_at)
                 .map(|a| phy_of_msg_id(&a.msg_id))
                 .max()
                 .expect("acknowledged sends");
-            slave = Broker::start(&cleanup, &senv);
             assert_abnormal_start(&slave);
             let recovered = log_line(&slave, "store recovered").expect("a recovery line");
             let end: u64 = log_number(&recovered, "commit_log_end");
@@ -4480,10 +4502,17 @@ fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
             ledger.samples
         );
         assert!(
-            ledger
-                .codes
-                .keys()
-                .all(|c| [rc::SLAVE_NOT_AVAILABLE, rc::FLUSH_SLAVE_TIMEOUT].contains(c)),
+            away_codes >= SLAVE_KILLS,
+            "sends were answered while the slave was away: {away_codes} not acknowledged"
+        );
+        // Replication codes while the slave is away (and flow control on a loaded machine).
+        assert!(
+            ledger.codes.keys().all(|c| [
+                rc::SLAVE_NOT_AVAILABLE,
+                rc::FLUSH_SLAVE_TIMEOUT,
+                rc::SYSTEM_BUSY
+            ]
+            .contains(c)),
             "only replication codes while the slave is away: {:?}",
             ledger.codes
         );
