@@ -4386,8 +4386,9 @@ fn phy_of_msg_id(id: &str) -> u64 {
 const SLAVE_KILLS: usize = 5;
 
 /// SYNC_MASTER under load while its slave is killed with SIGKILL at random moments and started
-/// again: every SEND_OK message was on the slave (its recovered CommitLog reaches past it), no
-/// send is acknowledged while no slave is there, and once the slave has caught up its CommitLog
+/// again, the load going on throughout: every send acknowledged before the new slave process
+/// existed was on the killed slave (its recovered CommitLog reaches past it), sends are refused
+/// only with replication codes (or SYSTEM_BUSY), and once the slave has caught up its CommitLog
 /// is a byte-identical prefix of the master's and its ConsumeQueues count what the master's do.
 #[test]
 fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
@@ -4492,18 +4493,17 @@ fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
         });
         slave.stop_cleanly();
         master.stop_cleanly();
+        // Sends in flight at a kill wait up to slaveTimeout and are acknowledged if the new
+        // slave catches up in time; only sends that start while no slave is connected are sure
+        // to be refused, so how many were depends on the moment of each kill.
         eprintln!(
-            "{name}: seed {seed}, {SLAVE_KILLS} slave kills, {} acked, {} without reply, error \
-             codes {:?} (e.g. {:?}); (delay ms, acked, slave recovered end) per cycle: \
-             {per_cycle:?}",
+            "{name}: seed {seed}, {SLAVE_KILLS} slave kills, {} acked, {away_codes} not \
+             acknowledged during the kill cycles, {} without reply, error codes {:?} (e.g. \
+             {:?}); (delay ms, acked, slave recovered end) per cycle: {per_cycle:?}",
             ledger.acked.len(),
             ledger.no_reply,
             ledger.codes,
             ledger.samples
-        );
-        assert!(
-            away_codes >= SLAVE_KILLS,
-            "sends were answered while the slave was away: {away_codes} not acknowledged"
         );
         // Replication codes while the slave is away (and flow control on a loaded machine).
         assert!(

@@ -243,6 +243,23 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
     );
 }
 
+/// 1 MiB CommitLog files, so a few MB of messages roll through several.
+const SMALL: [(&str, &str); 2] = [
+    ("mappedFileSizeCommitLog", "1048576"),
+    ("maxMessageSize", "65536"),
+];
+
+/// [`SMALL`] as the slave of the master the name server at `namesrv` knows.
+fn slave_of(namesrv: &str) -> [(&str, &str); 5] {
+    [
+        SMALL[0],
+        SMALL[1],
+        ("brokerRole", "SLAVE"),
+        ("brokerId", "1"),
+        ("namesrvAddr", namesrv),
+    ]
+}
+
 /// Sends `n` messages of `len` bytes to `topic`, spread over queues 0..4, each answered SUCCESS.
 async fn produce(addr: &str, topic: &str, n: usize, len: usize, tag: &str) {
     let client = RemotingClient::connect(addr).await.expect("connect");
@@ -303,23 +320,13 @@ fn a_slave_starts_at_the_masters_last_file_and_resumes_after_a_restart() {
     run_bounded(
         "a_slave_starts_at_the_masters_last_file_and_resumes_after_a_restart",
         || async {
-            let small = [
-                ("mappedFileSizeCommitLog", "1048576"),
-                ("maxMessageSize", "65536"),
-            ];
-            let (mdir, master) = broker(&small);
+            let (mdir, master) = broker(&SMALL);
             let topic = unique("THaFiles");
             // 1.2 MiB: the master is in its second file when the slave first connects.
             produce(&master.broker_addr, &topic, 300, 4000, "before").await;
 
             let sdir = tempfile::tempdir().expect("temp dir");
-            let slave_cfg = [
-                ("mappedFileSizeCommitLog", "1048576"),
-                ("maxMessageSize", "65536"),
-                ("brokerRole", "SLAVE"),
-                ("brokerId", "1"),
-                ("namesrvAddr", master.namesrv_addr.as_str()),
-            ];
+            let slave_cfg = slave_of(&master.namesrv_addr);
             let slave = start_broker(sdir.path(), &slave_cfg);
             produce(&master.broker_addr, &topic, 300, 4000, "during").await;
             wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
@@ -377,14 +384,10 @@ fn a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts() {
     run_bounded(
         "a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts",
         || async {
-            let small = [
-                ("mappedFileSizeCommitLog", "1048576"),
-                ("maxMessageSize", "65536"),
-            ];
             let sdir = tempfile::tempdir().expect("temp dir");
-            stop_broker(start_broker(sdir.path(), &small));
+            stop_broker(start_broker(sdir.path(), &SMALL));
 
-            let (mdir, master) = broker(&small);
+            let (mdir, master) = broker(&SMALL);
             let topic = unique("THaFormer");
             // About 3.5 MB: the master is in its fourth file.
             produce(&master.broker_addr, &topic, 850, 4000, "before").await;
@@ -395,13 +398,7 @@ fn a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts() {
                 "the master's newest file"
             );
 
-            let slave_cfg = [
-                ("mappedFileSizeCommitLog", "1048576"),
-                ("maxMessageSize", "65536"),
-                ("brokerRole", "SLAVE"),
-                ("brokerId", "1"),
-                ("namesrvAddr", master.namesrv_addr.as_str()),
-            ];
+            let slave_cfg = slave_of(&master.namesrv_addr);
             let slave = start_broker(sdir.path(), &slave_cfg);
             produce(&master.broker_addr, &topic, 20, 4000, "during").await;
             wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;

@@ -339,6 +339,14 @@ impl Message for FromMaster {
     type Result = std::io::Result<bool>;
 }
 
+impl Metadata {
+    /// After a table was replaced by the master's: publish it and write its file.
+    fn replaced(&mut self, file: &str, json: String) -> std::io::Result<()> {
+        self.publish();
+        write_with_backup(&self.dir.join(file), json.as_bytes())
+    }
+}
+
 impl Serve<FromMaster> for Metadata {
     type Reply = std::io::Result<bool>;
     fn serve(&mut self, m: FromMaster, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -348,11 +356,7 @@ impl Serve<FromMaster> for Metadata {
                     return Ok(false);
                 }
                 self.topics = t;
-                self.publish();
-                write_with_backup(
-                    &self.dir.join("topics.json"),
-                    meta::to_json(&self.topics).as_bytes(),
-                )?;
+                self.replaced("topics.json", meta::to_json(&self.topics))?;
                 if let Some(f) = &self.on_topic_change {
                     f();
                 }
@@ -363,11 +367,7 @@ impl Serve<FromMaster> for Metadata {
                     return Ok(false);
                 }
                 self.groups = g;
-                self.publish();
-                write_with_backup(
-                    &self.dir.join("subscriptionGroup.json"),
-                    meta::to_json(&self.groups).as_bytes(),
-                )?;
+                self.replaced("subscriptionGroup.json", meta::to_json(&self.groups))?;
                 Ok(true)
             }
             FromMaster::Offsets(o) => {
