@@ -214,6 +214,38 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
 
+            // A PULL that carries a commit offset does not move the slave's copy (RocketMQ's
+            // rule: a slave's offsets are its master's).
+            let r = client
+                .invoke(
+                    RemotingCommand::new_request(rq::PULL_MESSAGE)
+                        .with_ext("consumerGroup", group.as_str())
+                        .with_ext("topic", topic.as_str())
+                        .with_ext("queueId", "0")
+                        .with_ext("queueOffset", "0")
+                        .with_ext("maxMsgNums", "1")
+                        .with_ext("sysFlag", "1")
+                        .with_ext("commitOffset", "3")
+                        .with_ext("suspendTimeoutMillis", "0")
+                        .with_ext("subVersion", "0"),
+                    Duration::from_secs(5),
+                )
+                .await
+                .expect("answered");
+            assert_eq!(r.code, rc::SUCCESS, "pull from the slave: {:?}", r.remark);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let offset = client
+                .invoke(
+                    RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
+                        .with_ext("consumerGroup", group.as_str())
+                        .with_ext("topic", topic.as_str())
+                        .with_ext("queueId", "0"),
+                    Duration::from_secs(5),
+                )
+                .await
+                .expect("answered");
+            assert_eq!(offset.ext("offset"), Some("7"), "{:?}", offset.remark);
+
             // The master's /metrics counts its slave.
             let page = metrics_text(&master.metrics_addr).await;
             assert!(

@@ -1,10 +1,11 @@
 //! Master/slave replication (RocketMQ's classic HA: `HAService`, `HAConnection`, `HAClient`;
 //! spec §8). The wire format is in the core (`actormq_core::protocol::ha`).
 //!
-//! * Master: [`serve_master`] accepts slaves on `haListenPort`; one task per slave reads its
-//!   offset reports and streams CommitLog bytes from where it asks (an empty slave: from the
-//!   master's last file), in transfers of at most `haTransferBatchSize` that never cross a file,
-//!   a heartbeat (empty transfer) after `haSendHeartbeatInterval` without data. It reads through
+//! * Master: [`serve_master`] accepts slaves on `haListenPort`; one task per slave, in two
+//!   halves side by side, reads its offset reports and streams CommitLog bytes from where it
+//!   asks (an empty slave: from the master's last file), in transfers of at most
+//!   `haTransferBatchSize` that never cross a file, a heartbeat (empty transfer) after
+//!   `haSendHeartbeatInterval` without data. It reads through
 //!   the store's read-only view, only bytes readers may see (committed), and never goes through a
 //!   writer's mailbox. Acks raise [`HaState`]'s acked offset (`push2SlaveMaxOffset`), which
 //!   SYNC_MASTER sends wait on ([`HaState::wait_replicated`]).

@@ -779,7 +779,12 @@ impl BrokerCore {
                 None => TagFilter::all(),
             }
         };
-        if h.has_commit_offset() && !resumed && h.commit_offset >= 0 {
+        // Not on a slave (RocketMQ's rule): its offsets are its master's, copied every 10 s.
+        if h.has_commit_offset()
+            && !resumed
+            && h.commit_offset >= 0
+            && !self.store.params().broker_role.is_slave()
+        {
             let m = metadata::CommitOffset {
                 group: h.consumer_group.clone(),
                 topic: h.topic.clone(),
