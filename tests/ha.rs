@@ -67,6 +67,20 @@ async fn metrics_text(addr: &str) -> String {
     String::from_utf8_lossy(&raw).into_owned()
 }
 
+/// QUERY_CONSUMER_OFFSET of `group` for queue 0 of `topic`.
+async fn query_offset(client: &RemotingClient, group: &str, topic: &str) -> RemotingCommand {
+    client
+        .invoke(
+            RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
+                .with_ext("consumerGroup", group)
+                .with_ext("topic", topic)
+                .with_ext("queueId", "0"),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("answered")
+}
+
 async fn max_offset(addr: &str, topic: &str, queue_id: i32) -> Option<i64> {
     let client = RemotingClient::connect(addr).await.expect("connect");
     let r = client
@@ -188,16 +202,7 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                     )
                     .await
                     .expect("answered");
-                let offset = client
-                    .invoke(
-                        RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-                            .with_ext("consumerGroup", group.as_str())
-                            .with_ext("topic", topic.as_str())
-                            .with_ext("queueId", "0"),
-                        Duration::from_secs(5),
-                    )
-                    .await
-                    .expect("answered");
+                let offset = query_offset(&client, &group, &topic).await;
                 let has_topic = String::from_utf8_lossy(&topics.body).contains(&topic);
                 let at = (offset.code == rc::SUCCESS)
                     .then(|| offset.ext("offset").map(str::to_string))
@@ -234,16 +239,7 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                 .expect("answered");
             assert_eq!(r.code, rc::SUCCESS, "pull from the slave: {:?}", r.remark);
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let offset = client
-                .invoke(
-                    RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-                        .with_ext("consumerGroup", group.as_str())
-                        .with_ext("topic", topic.as_str())
-                        .with_ext("queueId", "0"),
-                    Duration::from_secs(5),
-                )
-                .await
-                .expect("answered");
+            let offset = query_offset(&client, &group, &topic).await;
             assert_eq!(offset.ext("offset"), Some("7"), "{:?}", offset.remark);
 
             // The master's /metrics counts its slave.
