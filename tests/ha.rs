@@ -126,6 +126,7 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
             let rt = client_runtime("ha");
             let mut p = producer(&rt, &master.namesrv_addr).await;
             let queues = wait_route(&mut p, &topic).await;
+            assert_eq!(queues.len(), 4, "the four queues wait_caught_up compares");
             for i in 0..100 {
                 let r = p
                     .send_with_timeout(msg(&topic, "H", &format!("ha-{i}")), SEND_TIMEOUT_MS)
@@ -157,23 +158,7 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
 
             // The slave's ConsumeQueues hold what the master's do (dispatched from the
             // replicated CommitLog).
-            let deadline = Instant::now() + Duration::from_secs(20);
-            for mq in &queues {
-                let q = mq.queue_id();
-                loop {
-                    // Both dispatch on their own: read both each time.
-                    let want = max_offset(&master.broker_addr, &topic, q).await;
-                    let got = max_offset(&slave.broker_addr, &topic, q).await;
-                    if got == want {
-                        break;
-                    }
-                    assert!(
-                        Instant::now() < deadline,
-                        "queue {q}: slave max offset {got:?}, master {want:?}"
-                    );
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
 
             // The slave copies the master's tables: the topic, and a group's committed offset.
             let group = unique("GHa");
