@@ -213,6 +213,25 @@ async fn write_within(
     }
 }
 
+/// A socket read that must bring bytes within `limit` (`haHousekeepingInterval`): false when
+/// the peer closed the connection.
+async fn read_within(
+    rd: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut bytes::BytesMut,
+    limit: Duration,
+    from: &str,
+) -> Result<bool, String> {
+    match tokio::time::timeout(limit, rd.read_buf(buf)).await {
+        Ok(Ok(0)) => Ok(false),
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(e)) => Err(format!("reading from the {from}: {e}")),
+        Err(_) => Err(format!(
+            "nothing from the {from} for {} ms (haHousekeepingInterval)",
+            limit.as_millis()
+        )),
+    }
+}
+
 /// One slave: reports in, CommitLog bytes out — two halves running side by side, as RocketMQ's
 /// ReadSocketService and WriteSocketService, so a long catch-up never stops the acks (nor the
 /// housekeeping), and a slave that stops reading does not stop them either. The connection ends
@@ -250,17 +269,8 @@ async fn read_reports(
     let mut start = Some(start);
     let mut _connected = None;
     loop {
-        let read = tokio::time::timeout(p.housekeeping, rd.read_buf(reports.buffer())).await;
-        match read {
-            Err(_) => {
-                return Err(format!(
-                    "no offset report from the slave for {} ms (haHousekeepingInterval)",
-                    p.housekeeping.as_millis()
-                ))
-            }
-            Ok(Ok(0)) => return Ok(()),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(format!("reading from the slave: {e}")),
+        if !read_within(&mut rd, reports.buffer(), p.housekeeping, "slave").await? {
+            return Ok(());
         }
         let Some(offset) = reports.last()? else {
             continue;
@@ -402,17 +412,8 @@ async fn receive_from_master(
 ) -> Result<(), String> {
     let mut transfers = TransferReader::new(MAX_TRANSFER);
     loop {
-        let read = tokio::time::timeout(p.housekeeping, rd.read_buf(transfers.buffer())).await;
-        match read {
-            Err(_) => {
-                return Err(format!(
-                    "nothing from the master for {} ms (haHousekeepingInterval)",
-                    p.housekeeping.as_millis()
-                ))
-            }
-            Ok(Ok(0)) => return Ok(()),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(format!("reading from the master: {e}")),
+        if !read_within(&mut rd, transfers.buffer(), p.housekeeping, "master").await? {
+            return Ok(());
         }
         while let Some(t) = transfers.next_transfer()? {
             if t.body.is_empty() {
