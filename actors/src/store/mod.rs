@@ -259,6 +259,16 @@ impl StoreParams {
     }
 }
 
+/// An append's status after its replication outcome: a replica status that is not PUT_OK
+/// overrides the flush status, as RocketMQ merges them.
+fn merged(status: PutStatus, replica: PutStatus) -> PutStatus {
+    if replica == PutStatus::PutOk {
+        status
+    } else {
+        replica
+    }
+}
+
 /// A slave configured for SYNC_FLUSH flushes this often (RocketMQ's GroupCommitService flushes
 /// every 10 ms when no producer waits, and none does on a slave).
 const SLAVE_SYNC_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
@@ -1313,32 +1323,22 @@ impl Store {
             .await
             .map_err(unavailable)??;
         if waits {
-            self.replicated(ok.end_offset().0, std::slice::from_mut(&mut ok))
-                .await;
+            let replica = self.replicated(ok.end_offset().0).await;
+            ok.status = merged(ok.status, replica);
         }
         Ok(ok)
     }
 
-    /// SYNC_MASTER: the replication outcome for stored appends whose last byte is at or before
-    /// `end`, merged into their status as RocketMQ does (a replication failure overrides a
-    /// flush timeout). A no-op on other roles.
-    async fn replicated(&self, end: u64, oks: &mut [AppendOk]) {
-        if self.params.broker_role != BrokerRole::SyncMaster || oks.is_empty() {
-            return;
-        }
-        let status = self
-            .ha
+    /// SYNC_MASTER: whether a slave holds the bytes up to `end` (see
+    /// [`crate::ha::HaState::wait_replicated`]); [`merged`] into the appends' status.
+    async fn replicated(&self, end: u64) -> PutStatus {
+        self.ha
             .wait_replicated(
                 end,
                 self.params.slave_timeout,
                 self.params.ha_slave_fallbehind_max,
             )
-            .await;
-        if status != PutStatus::PutOk {
-            for ok in oks {
-                ok.status = status;
-            }
-        }
+            .await
     }
 
     /// Replication state (what the slaves acknowledged), for the HA service and metrics.
@@ -1446,18 +1446,21 @@ impl Store {
         if self.params.broker_role == BrokerRole::SyncMaster {
             // One wait for the batch: the slave acks in offset order, so the furthest end
             // decides. Only appends that wait (WAIT absent or true) take its outcome.
-            let mut waiting: Vec<AppendOk> = Vec::new();
-            let mut at = Vec::new();
-            for (i, (r, w)) in out.iter().zip(&wait_flags).enumerate() {
-                if let (Ok(ok), true) = (r, *w) {
-                    waiting.push(ok.clone());
-                    at.push(i);
+            let waiting: Vec<usize> = (0..out.len())
+                .filter(|&i| wait_flags[i] && out[i].is_ok())
+                .collect();
+            let end = waiting
+                .iter()
+                .filter_map(|&i| out[i].as_ref().ok())
+                .map(|o| o.end_offset().0)
+                .max();
+            if let Some(end) = end {
+                let replica = self.replicated(end).await;
+                for i in waiting {
+                    if let Ok(ok) = &mut out[i] {
+                        ok.status = merged(ok.status, replica);
+                    }
                 }
-            }
-            let end = waiting.iter().map(|o| o.end_offset().0).max().unwrap_or(0);
-            self.replicated(end, &mut waiting).await;
-            for (i, ok) in at.into_iter().zip(waiting) {
-                out[i] = Ok(ok);
             }
         }
         out
@@ -1488,8 +1491,8 @@ impl Store {
             .await
             .map_err(unavailable)??;
         if waits {
-            self.replicated(ok.end_offset().0, std::slice::from_mut(&mut ok))
-                .await;
+            let replica = self.replicated(ok.end_offset().0).await;
+            ok.status = merged(ok.status, replica);
         }
         Ok((ok, offsets))
     }
