@@ -18,6 +18,12 @@
 //! bytes as soon as with a write through the mapping, but the mapping is never written, so a
 //! flush never stalls the process with write-protect faults and TLB shootdowns.
 //!
+//! Roles (`brokerRole`): a master's writer, committer or group committer wakes the HA connections
+//! (`crate::ha`) when new bytes are readable, and SYNC_MASTER's `put*` wait for a slave's ack
+//! (`slaveTimeout`). A slave's writer takes only its master's bytes (`append_replicated`): no
+//! write rings or buffers, no file made ahead before the first transfer, no delayed delivery,
+//! SYNC_FLUSH run as a 10 ms background flush.
+//!
 //! Start order: load and recover ConsumeQueues → recover the CommitLog (cut a torn tail), noting
 //! every record a ConsumeQueue lacks → cut ConsumeQueue units beyond it → plan re-dispatch: from
 //! the ConsumeQueues' max physical offset, lowered to the first record they lack and to the end of
