@@ -544,11 +544,83 @@ async fn tag_filter_returns_matching_messages_and_advances_over_the_rest() {
         GetLimits {
             max_msgs: 3,
             max_bytes: 1 << 20,
+            ..GetLimits::default()
         },
         &TagFilter::all(),
     );
     assert_eq!(r.messages.len(), 3);
     assert_eq!(r.next_begin_offset, QueueOffset(3));
+    store.shutdown().await.unwrap();
+}
+
+/// RocketMQ's `isTheBatchFull` with `checkInDiskByCommitOffset`: records further behind the
+/// CommitLog's end than the hot share come in batches of `maxTransferCountOnMessageInDisk` /
+/// `…BytesOnMessageInDisk`, and a read that ends there says the consumer should go to a slave.
+#[actix::test]
+async fn a_consumer_far_behind_the_log_end_reads_disk_sized_batches_and_is_sent_to_a_slave() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = open(dir.path(), &clock, |_| {}).await;
+    let body = [7u8; 1000];
+    let mut phys = Vec::new();
+    for _ in 0..100 {
+        phys.push(
+            store
+                .put(msg("Far", 0, &body, &[]))
+                .await
+                .unwrap()
+                .phy_offset,
+        );
+    }
+    settle(&store).await;
+    let end = store.reader().commit_log().max_offset();
+    let record = end - phys[99].0;
+    // Records more than five records' bytes behind the end are "on disk".
+    let hot = GetLimits {
+        hot_bytes: 5 * record,
+        ..GetLimits::default()
+    };
+    let read = |from: u64, limits: GetLimits, filter: &TagFilter| {
+        store
+            .reader()
+            .get_messages("Far", 0, QueueOffset(from), limits, filter)
+    };
+    let r = read(0, hot, &TagFilter::all());
+    assert_eq!(r.status, GetStatus::Found);
+    assert_eq!(r.messages.len(), 8, "maxTransferCountOnMessageInDisk");
+    assert_eq!(r.next_begin_offset, QueueOffset(8));
+    assert!(r.suggest_pulling_from_slave);
+    let r = read(
+        0,
+        GetLimits {
+            max_bytes_on_disk: 3 * record as usize,
+            ..hot
+        },
+        &TagFilter::all(),
+    );
+    assert_eq!(r.messages.len(), 3, "maxTransferBytesOnMessageInDisk");
+    // Near the end every record is hot: the in-memory limits, and no slave.
+    let r = read(95, hot, &TagFilter::all());
+    assert_eq!(r.messages.len(), 5);
+    assert!(!r.suggest_pulling_from_slave);
+    // Each record is judged where it lies: a batch from five records on disk into the hot ones
+    // is not cut at eight.
+    let r = read(90, hot, &TagFilter::all());
+    assert_eq!(r.messages.len(), 10);
+    assert!(!r.suggest_pulling_from_slave, "the last record read is hot");
+    // The defaults count everything as hot (a store smaller than its share of memory).
+    let r = read(0, GetLimits::default(), &TagFilter::all());
+    assert_eq!(r.messages.len(), 32);
+    assert!(!r.suggest_pulling_from_slave);
+    // A filtered scan that ends far behind suggests the slave too, and a full batch stops the
+    // scan at the unit that did not fit, matched or not.
+    let r = read(0, hot, &TagFilter::from_expression("Nope"));
+    assert_eq!(r.status, GetStatus::NoMatchedMessage);
+    assert_eq!(r.next_begin_offset, QueueOffset(100));
+    assert!(
+        !r.suggest_pulling_from_slave,
+        "it scanned up to the last record"
+    );
     store.shutdown().await.unwrap();
 }
 
@@ -660,6 +732,7 @@ async fn the_store_reopened_after_a_clean_stop_serves_every_message_again() {
             GetLimits {
                 max_msgs: 1,
                 max_bytes: 1 << 20,
+                ..GetLimits::default()
             },
             &TagFilter::all(),
         );
@@ -1974,6 +2047,7 @@ async fn the_store_reopened_with_write_buffers_after_a_clean_stop_serves_everyth
                 GetLimits {
                     max_msgs: 1,
                     max_bytes: 1 << 20,
+                    ..GetLimits::default()
                 },
                 &TagFilter::all(),
             );

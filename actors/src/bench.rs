@@ -246,16 +246,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     for q in 0..args.queues.max(1) {
         let mut off = QueueOffset(0);
         loop {
-            let r = reader.get_messages(
-                "BenchTopic",
-                q,
-                off,
-                GetLimits {
-                    max_msgs: 32,
-                    max_bytes: 256 * 1024,
-                },
-                &filter,
-            );
+            let r = reader.get_messages("BenchTopic", q, off, GetLimits::default(), &filter);
             if r.status != GetStatus::Found {
                 break;
             }

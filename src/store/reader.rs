@@ -41,6 +41,10 @@ pub struct GetResult {
     /// Queue offset of each message in `messages`.
     pub queue_offsets: Vec<QueueOffset>,
     pub total_bytes: usize,
+    /// The last ConsumeQueue unit looked at lies more than [`GetLimits::hot_bytes`] behind the
+    /// CommitLog's end: the consumer reads from disk, not from the page cache, and RocketMQ's
+    /// master then suggests the group's `whichBrokerWhenConsumeSlowly` (a slave) to it.
+    pub suggest_pulling_from_slave: bool,
 }
 
 /// Tag filter by hash, as the ConsumeQueue stores it. `None` = everything (`*`).
@@ -81,19 +85,50 @@ impl TagFilter {
     }
 }
 
-/// Per-read limits (RocketMQ's `maxTransfer*OnMessageInMemory`).
+/// Per-read limits: the request's and RocketMQ's `maxTransfer*OnMessageInMemory` (`max_*`), and
+/// the smaller `maxTransfer*OnMessageInDisk` (`*_on_disk`) that apply instead to a record more
+/// than `hot_bytes` behind the CommitLog's end (`accessMessageInMemoryMaxRatio` of physical memory,
+/// RocketMQ's `checkInDiskByCommitOffset`): a consumer far behind reads small batches, so it cannot
+/// push the page cache the producers and the other consumers use out of memory.
 #[derive(Clone, Copy, Debug)]
 pub struct GetLimits {
     pub max_msgs: usize,
     pub max_bytes: usize,
+    pub max_msgs_on_disk: usize,
+    pub max_bytes_on_disk: usize,
+    /// How far behind the CommitLog's end a record still counts as in memory.
+    pub hot_bytes: u64,
 }
 
 impl Default for GetLimits {
+    /// RocketMQ's defaults, with every record counted as in memory.
     fn default() -> Self {
         GetLimits {
             max_msgs: 32,
             max_bytes: 256 * 1024,
+            max_msgs_on_disk: 8,
+            max_bytes_on_disk: 64 * 1024,
+            hot_bytes: u64::MAX,
         }
+    }
+}
+
+impl GetLimits {
+    /// RocketMQ's `isTheBatchFull`: may one more record of `size` bytes, `behind` bytes before
+    /// the CommitLog's end, join `msgs` messages of `bytes` bytes? A first record always may.
+    fn full(&self, msgs: usize, bytes: usize, size: usize, behind: u64) -> bool {
+        if msgs == 0 || bytes == 0 {
+            return false;
+        }
+        let (max_msgs, max_bytes) = if behind > self.hot_bytes {
+            (
+                self.max_msgs.min(self.max_msgs_on_disk),
+                self.max_bytes.min(self.max_bytes_on_disk),
+            )
+        } else {
+            (self.max_msgs, self.max_bytes)
+        };
+        msgs >= max_msgs.max(1) || bytes + size > max_bytes
     }
 }
 
@@ -197,6 +232,7 @@ impl StoreReader {
             messages: Vec::new(),
             queue_offsets: Vec::new(),
             total_bytes: 0,
+            suggest_pulling_from_slave: false,
         };
         let Some(q) = self.queue(topic, queue_id) else {
             res.next_begin_offset = QueueOffset(0);
@@ -231,6 +267,10 @@ impl StoreReader {
         let mut cur = offset;
         let mut scanned = 0usize;
         let mut removing = false;
+        let log_end = self.commit_log.max_offset();
+        // The physical offset of the last unit looked at, matched or not (RocketMQ's
+        // `maxPhyOffsetPulling`), for the slave suggestion.
+        let mut last_phy = 0u64;
         'scan: while scanned < max_scan_units && cur < max {
             units.clear();
             q.units_from(cur, (max_scan_units - scanned).min(1024), &mut units);
@@ -243,17 +283,20 @@ impl StoreReader {
                 break;
             }
             for u in &units {
-                if res.messages.len() >= max_msgs {
+                let phy = u.phy_offset as u64;
+                last_phy = phy;
+                // Checked before the tag filter, as RocketMQ does: a full batch ends the scan
+                // at this unit whether or not it would match.
+                let filler = u.size == i32::MAX;
+                let size = if filler { 0 } else { u.size.max(0) as usize };
+                let behind = log_end.saturating_sub(phy);
+                if limits.full(res.messages.len(), res.total_bytes, size, behind) {
                     break 'scan;
                 }
-                if u.size == i32::MAX || !filter.matches(u.tags_code) {
+                if filler || !filter.matches(u.tags_code) {
                     cur = cur.plus(1);
                     scanned += 1;
                     continue;
-                }
-                if !res.messages.is_empty() && res.total_bytes + u.size as usize > limits.max_bytes
-                {
-                    break 'scan;
                 }
                 match self.commit_log.read(u.phy_offset as u64, u.size as usize) {
                     Some(slice) => {
@@ -268,6 +311,7 @@ impl StoreReader {
             }
         }
         res.next_begin_offset = cur;
+        res.suggest_pulling_from_slave = log_end.saturating_sub(last_phy) > limits.hot_bytes;
         res.status = if !res.messages.is_empty() {
             GetStatus::Found
         } else if removing {

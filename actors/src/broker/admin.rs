@@ -54,6 +54,11 @@ pub const LIVE_KEYS: &[&str] = &[
     "rejectTransactionMessage",
     "maxTransferCountOnMessageInMemory",
     "maxTransferBytesOnMessageInMemory",
+    "maxTransferCountOnMessageInDisk",
+    "maxTransferBytesOnMessageInDisk",
+    "accessMessageInMemoryMaxRatio",
+    "slaveReadEnable",
+    "offsetCheckInSlave",
     "maxMsgsNumBatch",
     "defaultQueryMaxNum",
 ];

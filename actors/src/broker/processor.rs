@@ -57,6 +57,16 @@ pub struct ProcessorSettings {
     pub reject_transaction: bool,
     pub max_transfer_count: usize,
     pub max_transfer_bytes: usize,
+    pub max_transfer_count_on_disk: usize,
+    pub max_transfer_bytes_on_disk: usize,
+    /// `accessMessageInMemoryMaxRatio` % of physical memory: how far behind the CommitLog's end
+    /// a record still counts as in the page cache.
+    pub hot_bytes: u64,
+    /// `slaveReadEnable`: PULL answers name the broker to read from next (a slave for a consumer
+    /// far behind); without it they always name the master.
+    pub slave_read_enable: bool,
+    /// `offsetCheckInSlave`: whether a slave corrects a consumer's offset, as a master does.
+    pub offset_check_in_slave: bool,
     pub max_msgs_num_batch: usize,
     pub default_query_max_num: usize,
     pub version_desc: String,
@@ -77,11 +87,29 @@ impl ProcessorSettings {
             reject_transaction: b.reject_transaction_message,
             max_transfer_count: sc.max_transfer_count_on_message_in_memory as usize,
             max_transfer_bytes: sc.max_transfer_bytes_on_message_in_memory as usize,
+            max_transfer_count_on_disk: sc.max_transfer_count_on_message_in_disk as usize,
+            max_transfer_bytes_on_disk: sc.max_transfer_bytes_on_message_in_disk as usize,
+            hot_bytes: physical_memory().map_or(u64::MAX, |m| {
+                m / 100 * u64::from(sc.access_message_in_memory_max_ratio)
+            }),
+            slave_read_enable: b.slave_read_enable,
+            offset_check_in_slave: sc.offset_check_in_slave,
             max_msgs_num_batch: sc.max_msgs_num_batch as usize,
             default_query_max_num: sc.default_query_max_num as usize,
             version_desc: format!("ActorMQ {}", env!("CARGO_PKG_VERSION")),
         }
     }
+}
+
+/// Physical memory in bytes (RocketMQ's `TOTAL_PHYSICAL_MEMORY_SIZE`), `None` where the kernel
+/// does not say: then every record counts as in memory, as on a store smaller than its share.
+fn physical_memory() -> Option<u64> {
+    // SAFETY: sysinfo only writes the zeroed struct it is given.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return None;
+    }
+    Some((info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1))))
 }
 
 /// Coalesces the SENDs that arrive in one turn of a connection thread into one `AppendBatch`
@@ -796,19 +824,48 @@ impl BrokerCore {
                 let _ = meta.send(m).await;
             });
         }
+        let settings = self.settings.load();
         let limits = GetLimits {
-            max_msgs: (h.max_msg_nums.max(1) as usize)
-                .min(self.settings.load().max_transfer_count.max(1)),
-            max_bytes: h
-                .max_msg_bytes
-                .map_or(self.settings.load().max_transfer_bytes, |b| {
-                    (b.max(1) as usize).min(self.settings.load().max_transfer_bytes)
-                }),
+            max_msgs: (h.max_msg_nums.max(1) as usize).min(settings.max_transfer_count.max(1)),
+            max_bytes: h.max_msg_bytes.map_or(settings.max_transfer_bytes, |b| {
+                (b.max(1) as usize).min(settings.max_transfer_bytes)
+            }),
+            max_msgs_on_disk: settings.max_transfer_count_on_disk.max(1),
+            max_bytes_on_disk: settings.max_transfer_bytes_on_disk,
+            hot_bytes: settings.hot_bytes,
         };
         let offset = h.queue_offset.max(0) as u64;
-        let r =
+        let mut r =
             self.reader
                 .get_messages(&h.topic, h.queue_id, QueueOffset(offset), limits, &filter);
+        let slave = self.store.params().broker_role.is_slave();
+        // RocketMQ's `nextOffsetCorrection`: a slave may be behind its master, so unless
+        // `offsetCheckInSlave` it never moves a consumer's offset; the consumer keeps it and goes
+        // back to the master.
+        let corrects = !slave || settings.offset_check_in_slave;
+        if !corrects
+            && !matches!(
+                r.status,
+                GetStatus::Found | GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving
+            )
+        {
+            r.next_begin_offset = QueueOffset(offset);
+        }
+        let group = self.meta_view.group(&h.consumer_group);
+        let (home, slowly) = group.as_ref().map_or((0, 1), |g| {
+            (
+                g.broker_id as i64,
+                g.which_broker_when_consume_slowly as i64,
+            )
+        });
+        // PullMessageProcessor: with `slaveReadEnable` the answer names the group's
+        // `whichBrokerWhenConsumeSlowly` to a consumer reading far behind, else the group's home
+        // broker; without it, always the master.
+        let mut suggest = match (settings.slave_read_enable, r.suggest_pulling_from_slave) {
+            (false, _) => 0,
+            (true, true) => slowly,
+            (true, false) => home,
+        };
         let code = match r.status {
             GetStatus::Found => rc::SUCCESS,
             GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => {
@@ -824,11 +881,19 @@ impl BrokerCore {
                 rc::PULL_RETRY_IMMEDIATELY
             }
         };
+        // A slave that does not correct offsets says "try again" (at the group's home broker)
+        // where a master would say the offset moved.
+        let code = if code == rc::PULL_OFFSET_MOVED && !corrects {
+            suggest = home;
+            rc::PULL_RETRY_IMMEDIATELY
+        } else {
+            code
+        };
         if code == rc::PULL_NOT_FOUND && h.has_suspend() && !resumed {
-            let wait = if self.settings.load().long_polling {
+            let wait = if settings.long_polling {
                 Duration::from_millis(h.suspend_timeout_millis.clamp(0, 30_000) as u64)
             } else {
-                self.settings.load().short_polling
+                settings.short_polling
             };
             let m = SuspendPull {
                 topic: h.topic.clone(),
@@ -845,7 +910,7 @@ impl BrokerCore {
             return Handled::NoReply;
         }
         let hdr = PullMessageResponseHeader {
-            suggest_which_broker_id: 0,
+            suggest_which_broker_id: suggest,
             next_begin_offset: r.next_begin_offset.0 as i64,
             min_offset: r.min_offset.0 as i64,
             max_offset: r.max_offset.0 as i64,
