@@ -5,13 +5,16 @@
 //! SEND_OK once one is; every SEND_OK message is on the slave (its CommitLog is a byte-identical
 //! prefix of the master's, and its ConsumeQueue counts the same messages); the slave refuses
 //! producers with SERVICE_NOT_AVAILABLE (14); a slave that goes away turns SEND_OK back into
-//! SLAVE_NOT_AVAILABLE.
+//! SLAVE_NOT_AVAILABLE; PULL answers name the broker to read from next and a slave never moves a
+//! consumer's offset; across seeded partitions of the replication link (a proxy in the test),
+//! no SEND_OK is given for a byte the slave had not reported.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use actormq::remoting::client::RemotingClient;
+use actormq_core::format::msg_id::decode_offset_msg_id;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use common::*;
@@ -437,6 +440,393 @@ fn a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts() {
                 );
             }
             stop_broker(master);
+        },
+    );
+}
+
+/// A PULL of `maxMsgNums` 32 from queue 0 of `topic` for group `PullGroup`, without a commit.
+fn pull_from(topic: &str, offset: i64) -> RemotingCommand {
+    RemotingCommand::new_request(rq::PULL_MESSAGE)
+        .with_ext("consumerGroup", "PullGroup")
+        .with_ext("topic", topic)
+        .with_ext("queueId", "0")
+        .with_ext("queueOffset", offset.to_string())
+        .with_ext("maxMsgNums", "32")
+        .with_ext("sysFlag", "0")
+        .with_ext("commitOffset", "0")
+        .with_ext("suspendTimeoutMillis", "0")
+        .with_ext("subVersion", "0")
+}
+
+/// (code, nextBeginOffset, suggestWhichBrokerId) of a PULL answer.
+async fn pull_answer(client: &RemotingClient, topic: &str, offset: i64) -> (i32, i64, i64) {
+    let r = client
+        .invoke(pull_from(topic, offset), Duration::from_secs(5))
+        .await
+        .expect("answered");
+    let field = |k: &str| -> i64 {
+        r.ext(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+            panic!(
+                "no {k} in code {} {:?} {:?}",
+                r.code, r.remark, r.ext_fields
+            )
+        })
+    };
+    (
+        r.code,
+        field("nextBeginOffset"),
+        field("suggestWhichBrokerId"),
+    )
+}
+
+/// PullMessageProcessor's broker suggestion and a slave's offset rule, over the wire: with
+/// `slaveReadEnable` a master sends a consumer reading "on disk" (here everything is, with
+/// `accessMessageInMemoryMaxRatio` 0) to the group's slave, with the on-disk batch size; without
+/// it every answer names the master; a slave serves reads but never moves a consumer's offset
+/// (`offsetCheckInSlave` false): where a master answers PULL_OFFSET_MOVED, it answers
+/// PULL_RETRY_IMMEDIATELY and leaves the offset as it was.
+#[test]
+fn pull_answers_name_the_broker_to_read_from_and_a_slave_moves_no_offset() {
+    run_bounded(
+        "pull_answers_name_the_broker_to_read_from_and_a_slave_moves_no_offset",
+        || async {
+            let (_mdir, master) = broker(&[
+                SMALL[0],
+                SMALL[1],
+                ("brokerRole", "ASYNC_MASTER"),
+                ("slaveReadEnable", "true"),
+                ("accessMessageInMemoryMaxRatio", "0"),
+            ]);
+            let topic = unique("TSuggest");
+            produce(&master.broker_addr, &topic, 80, 100, "s").await;
+            let (_sdir, slave) = broker(&slave_of(&master.namesrv_addr));
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            let m = RemotingClient::connect(&master.broker_addr)
+                .await
+                .expect("connect");
+            let s = RemotingClient::connect(&slave.broker_addr)
+                .await
+                .expect("connect");
+
+            // Queue 0 holds 20 messages, all "on disk": eight come back, and the slave (the
+            // group's whichBrokerWhenConsumeSlowly, 1) is named.
+            assert_eq!(pull_answer(&m, &topic, 0).await, (rc::SUCCESS, 8, 1));
+            // Offset 25 is past the end: the master moves the consumer to 20.
+            // Nothing was read, so no hint: the group's home broker.
+            assert_eq!(
+                pull_answer(&m, &topic, 25).await,
+                (rc::PULL_OFFSET_MOVED, 20, 0)
+            );
+
+            // The slave knows the topic once it has copied its master's tables (every 10 s, the
+            // first after 3 s); it serves the read (slaveReadEnable false) and names the master.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let r = s
+                    .invoke(pull_from(&topic, 0), Duration::from_secs(5))
+                    .await
+                    .expect("answered");
+                if r.code != rc::TOPIC_NOT_EXIST {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the slave never learnt the topic"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            assert_eq!(pull_answer(&s, &topic, 0).await, (rc::SUCCESS, 20, 0));
+            // It never moves the offset: retry, at the group's home broker (0), from 25.
+            assert_eq!(
+                pull_answer(&s, &topic, 25).await,
+                (rc::PULL_RETRY_IMMEDIATELY, 25, 0)
+            );
+
+            // slaveReadEnable changes at once: every answer names the master again.
+            let r = m
+                .invoke(
+                    RemotingCommand::new_request(rq::UPDATE_BROKER_CONFIG)
+                        .with_body(b"slaveReadEnable=false\n".to_vec()),
+                    Duration::from_secs(5),
+                )
+                .await
+                .expect("answered");
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            assert_eq!(r.remark, None, "applied at once: {:?}", r.remark);
+            assert_eq!(pull_answer(&m, &topic, 0).await, (rc::SUCCESS, 8, 0));
+            stop_broker(slave);
+            stop_broker(master);
+        },
+    );
+}
+
+/// A TCP proxy on the replication path (ECOSYSTEM T7 without network namespaces): the slave dials
+/// it, it dials the master. While `blocked` it moves no byte either way, so TCP holds everything
+/// back as a dropped link would; otherwise it forwards each chunk after a seeded 0–`jitter_ms`
+/// delay. `reported` is the largest offset report it has passed from the slave to the master,
+/// raised before the report is written: the master cannot know more than it says.
+struct HaProxy {
+    addr: String,
+    blocked: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    reported: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A small seeded generator (xorshift64*), so a failing schedule can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("proxy listens");
+    let addr = listener.local_addr().expect("proxy address").to_string();
+    let blocked = Arc::new(AtomicBool::new(false));
+    let reported = Arc::new(AtomicU64::new(0));
+    let (b, r, master) = (blocked.clone(), reported.clone(), master_ha.to_string());
+    let task = tokio::spawn(async move {
+        let mut conn = 0u64;
+        while let Ok((inbound, _)) = listener.accept().await {
+            let Ok(outbound) = tokio::net::TcpStream::connect(&master).await else {
+                continue;
+            };
+            conn += 1;
+            let (mut si, mut so) = inbound.into_split();
+            let (mut mi, mut mo) = outbound.into_split();
+            let (b1, b2, rep) = (b.clone(), b.clone(), r.clone());
+            let mut rng1 = Rng::new(seed ^ conn.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut rng2 = Rng::new(rng1.0.rotate_left(17));
+            // Slave to master: 8-byte offset reports.
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut partial: Vec<u8> = Vec::new();
+                loop {
+                    let n = match si.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    while b1.load(Ordering::Relaxed) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(rng1.below(jitter_ms + 1))).await;
+                    partial.extend_from_slice(&buf[..n]);
+                    let whole = partial.len() / 8 * 8;
+                    for report in partial[..whole].chunks_exact(8) {
+                        let at = u64::from_be_bytes(report.try_into().expect("8 bytes"));
+                        rep.fetch_max(at, Ordering::SeqCst);
+                    }
+                    partial.drain(..whole);
+                    if mo.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            // Master to slave: headers and CommitLog bytes.
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match mi.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    while b2.load(Ordering::Relaxed) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(rng2.below(jitter_ms + 1))).await;
+                    if so.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    HaProxy {
+        addr,
+        blocked,
+        reported,
+        task,
+    }
+}
+
+/// ECOSYSTEM T7 on loopback: SYNC_MASTER under load from four producers while a proxy between
+/// it and its slave cuts replication for four seeded windows, every other one (2.5–3.5 s) longer
+/// than `haHousekeepingInterval` (2 s here, so both ends drop the connection), the rest
+/// 0.3–1.8 s, and delays every chunk by up to 30 ms. Pinned: no SEND_OK for a message the slave had not reported holding when the answer
+/// came — every acknowledged record ends at or before the largest report the proxy had passed
+/// (the check is exact, not timed); sends in a cut get FLUSH_SLAVE_TIMEOUT or
+/// SLAVE_NOT_AVAILABLE; after the last heal the slave catches up, and its CommitLog is a
+/// byte-identical prefix of the master's.
+#[test]
+fn a_sync_master_acknowledges_nothing_its_slave_has_not_reported_across_partitions() {
+    run_bounded(
+        "a_sync_master_acknowledges_nothing_its_slave_has_not_reported_across_partitions",
+        || async {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            use std::sync::Arc;
+            let seed = std::env::var("ACTORMQ_TEST_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| now_millis() | 1);
+            eprintln!("partition test seed {seed} (ACTORMQ_TEST_SEED={seed} replays it)");
+            let mut rng = Rng::new(seed);
+            let ha = [
+                ("haHousekeepingInterval", "2000"),
+                ("haSendHeartbeatInterval", "500"),
+            ];
+            let (mdir, master) = broker(&[
+                SMALL[0],
+                SMALL[1],
+                ha[0],
+                ha[1],
+                ("brokerRole", "SYNC_MASTER"),
+            ]);
+            let proxy = ha_proxy(&master.ha_addr, rng.below(u64::MAX), 30).await;
+            let sdir = tempfile::tempdir().expect("temp dir");
+            let slave = start_broker(
+                sdir.path(),
+                &[
+                    SMALL[0],
+                    SMALL[1],
+                    ha[0],
+                    ha[1],
+                    ("brokerRole", "SLAVE"),
+                    ("brokerId", "1"),
+                    ("haMasterAddress", &proxy.addr),
+                ],
+            );
+            let topic = unique("TPart");
+            let (code, remark) = send_until(&master.broker_addr, &topic, rc::SUCCESS).await;
+            assert_eq!(code, rc::SUCCESS, "through the proxy: {remark}");
+
+            // Four producers; each SEND_OK is kept with the proxy's report at its arrival.
+            let stop = Arc::new(AtomicBool::new(false));
+            let mut producers = Vec::new();
+            for p in 0..4 {
+                let (stop, addr, topic) = (stop.clone(), master.broker_addr.clone(), topic.clone());
+                let (reported, blocked) = (proxy.reported.clone(), proxy.blocked.clone());
+                producers.push(tokio::spawn(async move {
+                    let client = RemotingClient::connect(&addr).await.expect("connect");
+                    let (mut acked, mut codes) = (Vec::new(), std::collections::BTreeMap::new());
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let cut = blocked.load(Ordering::SeqCst);
+                        let r = client
+                            .invoke(
+                                send_to_queue(&topic, p, &format!("p{p}-{i}-{}", "y".repeat(200))),
+                                Duration::from_secs(10),
+                            )
+                            .await
+                            .expect("answered");
+                        i += 1;
+                        if r.code == rc::SUCCESS {
+                            let seen = reported.load(Ordering::SeqCst);
+                            let id = r.ext("msgId").expect("msgId").to_string();
+                            let (_, phy) = decode_offset_msg_id(&id).expect("an offset msgId");
+                            acked.push((phy as u64, seen, cut));
+                        } else {
+                            *codes.entry(r.code).or_insert(0usize) += 1;
+                            // SLAVE_NOT_AVAILABLE comes at once: do not spin on it.
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                    (acked, codes)
+                }));
+            }
+            let mut windows = Vec::new();
+            for w in 0..4 {
+                // Every other cut outlasts haHousekeepingInterval: both ends drop the
+                // connection, and the slave's attempts during the cut fail the same way, so
+                // after the heal it may take up to 5 s (its dial interval) to connect again:
+                // the open window after a long cut is longer than that.
+                let open = if w > 0 && w % 2 == 0 { 6000 } else { 1000 } + rng.below(1000);
+                tokio::time::sleep(Duration::from_millis(open)).await;
+                let cut = if w % 2 == 0 {
+                    2500 + rng.below(1000)
+                } else {
+                    300 + rng.below(1500)
+                };
+                proxy.blocked.store(true, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(cut)).await;
+                proxy.blocked.store(false, Ordering::SeqCst);
+                windows.push((open, cut));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            stop.store(true, Ordering::Relaxed);
+            let (mut acked, mut codes) = (Vec::new(), std::collections::BTreeMap::new());
+            for p in producers {
+                let (a, c) = p.await.expect("producer");
+                acked.extend(a);
+                for (k, v) in c {
+                    *codes.entry(k).or_insert(0) += v;
+                }
+            }
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            stop_broker(slave);
+            stop_broker(master);
+            proxy.task.abort();
+
+            // Each acknowledged record ends within what the slave had reported.
+            let file = 1u64 << 20;
+            let mut files = std::collections::HashMap::new();
+            let mut in_cuts = 0;
+            for (phy, seen, cut) in &acked {
+                let bytes = files.entry(phy / file).or_insert_with(|| {
+                    std::fs::read(
+                        mdir.path()
+                            .join(format!("commitlog/{:020}", phy / file * file)),
+                    )
+                    .expect("master CommitLog file")
+                });
+                let at = (phy % file) as usize;
+                let size = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+                assert!(
+                    phy + u64::from(size) <= *seen,
+                    "seed {seed}: SEND_OK for the record at {phy} ({size} bytes) while the slave \
+                     had reported {seen}"
+                );
+                in_cuts += usize::from(*cut);
+            }
+            eprintln!(
+                "seed {seed}: windows (open ms, cut ms) {windows:?}; {} SEND_OK ({in_cuts} sent \
+                 during a cut), other codes {codes:?}",
+                acked.len()
+            );
+            assert!(
+                acked.len() > 100,
+                "the load ran: {} acknowledged",
+                acked.len()
+            );
+            assert!(
+                codes.keys().all(|c| [
+                    rc::SLAVE_NOT_AVAILABLE,
+                    rc::FLUSH_SLAVE_TIMEOUT,
+                    rc::SYSTEM_BUSY
+                ]
+                .contains(c)),
+                "only replication codes and flow control: {codes:?}"
+            );
+            assert!(
+                codes.contains_key(&rc::FLUSH_SLAVE_TIMEOUT)
+                    || codes.contains_key(&rc::SLAVE_NOT_AVAILABLE),
+                "the cuts were felt: {codes:?}"
+            );
+            assert_slave_files_match(mdir.path(), sdir.path());
         },
     );
 }

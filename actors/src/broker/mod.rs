@@ -55,6 +55,8 @@ pub struct BrokerHandle {
     metrics: Option<MetricsServer>,
     pub namesrv: Option<NamesrvHandle>,
     pub namesrv_addrs: Vec<String>,
+    /// Where a master serves its slaves (the address it advertises); `None` on a slave.
+    pub ha_addr: Option<SocketAddr>,
     store: Arc<Store>,
     meta: ActorRef<Metadata>,
     registrar: ActorRef<Registrar>,
@@ -372,6 +374,11 @@ pub async fn start(
         metrics: Some(metrics_server),
         namesrv,
         namesrv_addrs,
+        ha_addr: cfg
+            .store
+            .broker_role
+            .is_master()
+            .then(|| SocketAddr::new(ha_ip, ha_port)),
         store,
         meta: meta_ref,
         registrar,

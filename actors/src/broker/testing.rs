@@ -22,6 +22,8 @@ pub struct TestBroker {
     pub broker_addr: String,
     /// `127.0.0.1:<port>` of the broker's Prometheus endpoint (`GET /metrics`).
     pub metrics_addr: String,
+    /// `127.0.0.1:<port>` where a master serves its slaves (empty on a slave).
+    pub ha_addr: String,
     pub store_root: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
@@ -87,12 +89,13 @@ impl TestBroker {
                         .map(|n| n.local_addr.to_string())
                         .unwrap_or_default();
                     let metrics = b.metrics_addr.map(|a| a.to_string()).unwrap_or_default();
-                    let _ = addr_tx.send(Ok((ns, b.broker_addr.to_string(), metrics)));
+                    let ha = b.ha_addr.map(|a| a.to_string()).unwrap_or_default();
+                    let _ = addr_tx.send(Ok((ns, b.broker_addr.to_string(), metrics, ha)));
                     let _ = stop_rx.await;
                     b.stop().await
                 })
             })?;
-        let (namesrv_addr, broker_addr, metrics_addr) = addr_rx
+        let (namesrv_addr, broker_addr, metrics_addr, ha_addr) = addr_rx
             .recv_timeout(Duration::from_secs(30))
             .context("the test broker did not start within 30 s")?
             .map_err(anyhow::Error::msg)?;
@@ -100,6 +103,7 @@ impl TestBroker {
             namesrv_addr,
             broker_addr,
             metrics_addr,
+            ha_addr,
             store_root: root.to_path_buf(),
             stop: Some(stop_tx),
             thread: Some(thread),
