@@ -669,8 +669,9 @@ async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
 /// than `haHousekeepingInterval` (2 s here, so both ends drop the connection), the rest
 /// 0.3–1.8 s, and delays every chunk by up to 30 ms. Pinned: no SEND_OK for a message the slave had not reported holding when the answer
 /// came — every acknowledged record ends at or before the largest report the proxy had passed
-/// (the check is exact, not timed); sends in a cut get FLUSH_SLAVE_TIMEOUT or
-/// SLAVE_NOT_AVAILABLE; after the last heal the slave catches up, and its CommitLog is a
+/// (the check is exact, not timed); sends waiting through a long cut get FLUSH_SLAVE_TIMEOUT
+/// (`slaveTimeout` 1 s here), sends while the slave is away SLAVE_NOT_AVAILABLE; after the last
+/// heal the slave catches up, and its CommitLog is a
 /// byte-identical prefix of the master's.
 #[test]
 fn a_sync_master_acknowledges_nothing_its_slave_has_not_reported_across_partitions() {
@@ -695,6 +696,9 @@ fn a_sync_master_acknowledges_nothing_its_slave_has_not_reported_across_partitio
                 ha[0],
                 ha[1],
                 ("brokerRole", "SYNC_MASTER"),
+                // Shorter than every long cut: a send waiting through one is answered
+                // FLUSH_SLAVE_TIMEOUT whatever the connection does.
+                ("slaveTimeout", "1000"),
             ]);
             let proxy = ha_proxy(&master.ha_addr, rng.below(u64::MAX), 30).await;
             let sdir = tempfile::tempdir().expect("temp dir");

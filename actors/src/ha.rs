@@ -374,9 +374,11 @@ pub async fn run_slave(store: Arc<Store>, master: MasterAddr, p: HaParams) {
         };
         said_unknown = false;
         // At most one attempt every RECONNECT_WAIT: a connection that worked longer than that
-        // and then dropped is dialled again at once (as RocketMQ's HAClient does), so a blip
-        // on the link costs SYNC_MASTER's producers no more than the blip; one that failed
-        // sooner (refused, diverged, a master still starting) waits out the rest.
+        // and then dropped is dialled again at once, so a blip on the link costs SYNC_MASTER's
+        // producers no more than the blip; one that failed sooner (refused, diverged, a master
+        // still starting) waits out the rest. (RocketMQ's HAClient redials at once after any
+        // close and waits 5 s only after a failed connect; a master that accepts and then
+        // refuses would make that a tight loop.)
         let attempt = Instant::now();
         let outcome = replicate_from(&addr, &store, &p).await;
         let wait = RECONNECT_WAIT.saturating_sub(attempt.elapsed());

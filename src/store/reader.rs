@@ -283,13 +283,21 @@ impl StoreReader {
                 break;
             }
             for u in &units {
+                // A filler unit points at no record: it neither counts as on disk nor moves the
+                // slave hint.
+                let filler = u.size == i32::MAX;
                 let phy = u.phy_offset as u64;
-                last_phy = phy;
+                if !filler {
+                    last_phy = phy;
+                }
                 // Checked before the tag filter, as RocketMQ does: a full batch ends the scan
                 // at this unit whether or not it would match.
-                let filler = u.size == i32::MAX;
                 let size = if filler { 0 } else { u.size.max(0) as usize };
-                let behind = log_end.saturating_sub(phy);
+                let behind = if filler {
+                    0
+                } else {
+                    log_end.saturating_sub(phy)
+                };
                 if limits.full(res.messages.len(), res.total_bytes, size, behind) {
                     break 'scan;
                 }

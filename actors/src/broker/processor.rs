@@ -101,15 +101,27 @@ impl ProcessorSettings {
     }
 }
 
-/// Physical memory in bytes (RocketMQ's `TOTAL_PHYSICAL_MEMORY_SIZE`), `None` where the kernel
-/// does not say: then every record counts as in memory, as on a store smaller than its share.
+/// The memory this broker may use, in bytes (RocketMQ's `TOTAL_PHYSICAL_MEMORY_SIZE`): the
+/// machine's, or the container's limit where that is lower (a JVM with container support reads
+/// the same), `None` where the kernel says neither: then every record counts as in memory, as on
+/// a store smaller than its share.
 fn physical_memory() -> Option<u64> {
     // SAFETY: sysinfo only writes the zeroed struct it is given.
     let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sysinfo(&mut info) } != 0 {
-        return None;
+    let machine = (unsafe { libc::sysinfo(&mut info) } == 0)
+        .then(|| (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1))));
+    // cgroup v2, else v1, as a container sees its own hierarchy; "max" or an absurd v1 value
+    // means no limit.
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok());
+    match (machine, limit) {
+        (Some(m), Some(l)) => Some(m.min(l)),
+        (m, l) => m.or(l),
     }
-    Some((info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1))))
 }
 
 /// Coalesces the SENDs that arrive in one turn of a connection thread into one `AppendBatch`
@@ -1614,6 +1626,17 @@ fn send_ok_fields(
 mod tests {
     use super::*;
     use crate::metrics::MessageType;
+
+    #[test]
+    fn pull_batches_are_judged_against_the_machines_memory_or_its_containers_limit() {
+        let m = physical_memory().expect("Linux says how much memory there is");
+        // SAFETY: sysinfo only writes the zeroed struct it is given.
+        let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::sysinfo(&mut info) }, 0);
+        let machine = info.totalram as u64 * u64::from(info.mem_unit.max(1));
+        assert!(m <= machine, "{m} > the machine's {machine}");
+        assert!(m >= 64 << 20, "{m} bytes: a unit was lost");
+    }
 
     #[test]
     fn the_send_reply_header_is_the_typed_headers_bytes() {
