@@ -834,3 +834,96 @@ fn a_sync_master_acknowledges_nothing_its_slave_has_not_reported_across_partitio
         },
     );
 }
+
+/// A real client's failover: the master stops and a push consumer of a new group, finding only
+/// the slave in the route, reads every message from it. Both brokers use the slave's name
+/// server (the slave starts first and learns its master from it, registering every second).
+#[test]
+fn a_consumer_reads_everything_from_the_slave_while_its_master_is_down() {
+    run_bounded(
+        "a_consumer_reads_everything_from_the_slave_while_its_master_is_down",
+        || async {
+            let sdir = tempfile::tempdir().expect("temp dir");
+            let slave = start_broker(
+                sdir.path(),
+                &[
+                    SMALL[0],
+                    SMALL[1],
+                    ("brokerRole", "SLAVE"),
+                    ("brokerId", "1"),
+                    ("registerNameServerPeriod", "1000"),
+                ],
+            );
+            let namesrv = slave.namesrv_addr.clone();
+            let (_mdir, master) = broker(&[
+                SMALL[0],
+                SMALL[1],
+                ("brokerRole", "ASYNC_MASTER"),
+                ("namesrvAddr", &namesrv),
+            ]);
+            let topic = unique("TFailover");
+            // The first SEND creates the topic, which the master then registers.
+            let (code, remark) = send_until(&master.broker_addr, &topic, rc::SUCCESS).await;
+            assert_eq!(code, rc::SUCCESS, "{remark}");
+            let mut sent = std::collections::BTreeSet::from(["probe".to_string()]);
+            let rt = client_runtime("ha-failover");
+            let mut p = producer(&rt, &namesrv).await;
+            wait_route(&mut p, &topic).await;
+            for i in 0..40 {
+                let body = format!("failover-{i}");
+                p.send_with_timeout(msg(&topic, "F", &body), SEND_TIMEOUT_MS)
+                    .await
+                    .unwrap_or_else(|e| panic!("send {i} failed: {}", describe(&e)));
+                sent.insert(body);
+            }
+            quietly("producer shutdown", p.shutdown()).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            // The slave serves the topic once it has copied its master's tables.
+            let s = RemotingClient::connect(&slave.broker_addr)
+                .await
+                .expect("connect");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while pull_answer_code(&s, &topic).await == rc::TOPIC_NOT_EXIST {
+                assert!(
+                    Instant::now() < deadline,
+                    "the slave never learnt the topic"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            stop_broker(master);
+
+            let got = sink();
+            let mut c = start_collecting_consumer(
+                &rt,
+                &namesrv,
+                &unique("cg_failover"),
+                &topic,
+                "*",
+                got.clone(),
+            )
+            .await;
+            let all = wait_until(Duration::from_secs(40), || seen(&got).len() >= sent.len()).await;
+            let bodies: std::collections::BTreeSet<String> =
+                seen(&got).into_iter().map(|g| g.body).collect();
+            quietly("consumer shutdown", c.shutdown()).await;
+            quietly("rt shutdown", rt.shutdown()).await;
+            assert!(
+                all && bodies == sent,
+                "from the slave: {} of {} messages ({} distinct)",
+                seen(&got).len(),
+                sent.len(),
+                bodies.len()
+            );
+            stop_broker(slave);
+        },
+    );
+}
+
+/// The code of a PULL of queue 0 of `topic` from offset 0.
+async fn pull_answer_code(client: &RemotingClient, topic: &str) -> i32 {
+    client
+        .invoke(pull_from(topic, 0), Duration::from_secs(5))
+        .await
+        .expect("answered")
+        .code
+}
