@@ -783,6 +783,30 @@ async fn sends_resume(
     waited
 }
 
+/// Runs [`load`] against `b` and kills it with SIGKILL a seeded 100–400 ms after the first
+/// acknowledgement; the producers run into the kill. Returns the delay and the outcomes once
+/// the process is reaped.
+fn kill_under_load(
+    rt: &tokio::runtime::Runtime,
+    b: &mut Broker,
+    tag: &str,
+    rng: &mut Rng,
+) -> (Duration, Vec<(String, i32, Outcome)>) {
+    let delay = Duration::from_millis(rng.range(100, 400));
+    let pid = b.pid;
+    let results = rt.block_on(load(&b.addr, tag, rng.next_u64(), async move {
+        tokio::time::sleep(delay).await;
+        // SAFETY: kill(2) on our running, unreaped child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        false
+    }));
+    let st = b
+        .wait_exit(WAIT_LIMIT)
+        .expect("the broker exits after SIGKILL");
+    assert_eq!(st.signal(), Some(libc::SIGKILL), "{tag}: {st}");
+    (delay, results)
+}
+
 /// Runs [`SENDERS`] concurrent producers (one connection each, one request in flight each) that
 /// send to random queues of [`TOPIC`] until their connection fails. Once the first message is
 /// acknowledged (so every cycle has something to lose), `fault` runs; it returns whether the
@@ -1287,24 +1311,9 @@ fn kill_minus_9_cycles_with(
         let mut clean_stops = 0;
         let mut last = BTreeMap::new();
         for cycle in 0..cycles {
-            let delay = Duration::from_millis(rng.range(100, 400));
-            let pid = broker.pid;
-            let results = rt.block_on(load(
-                &broker.addr,
-                &format!("c{cycle}"),
-                rng.next_u64(),
-                async move {
-                    tokio::time::sleep(delay).await;
-                    // SAFETY: kill(2) on our running, unreaped child.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                    false
-                },
-            ));
+            let (delay, results) =
+                kill_under_load(&rt, &mut broker, &format!("c{cycle}"), &mut rng);
             let acked = ledger.record_all(results);
-            let st = broker
-                .wait_exit(WAIT_LIMIT)
-                .expect("the broker exits after SIGKILL");
-            assert_eq!(st.signal(), Some(libc::SIGKILL), "cycle {cycle}: {st}");
             assert!(
                 root.join("abort").exists(),
                 "cycle {cycle}: a killed broker leaves its abort file"
@@ -4636,26 +4645,9 @@ fn kill_minus_9_of_a_sync_master_leaves_every_acknowledged_message_on_its_slave(
                 &mut ledger,
                 &format!("p{cycle}"),
             ));
-            let delay = Duration::from_millis(rng.range(100, 400));
-            let pid = master.pid;
-            // `load` starts once a send is acknowledged: the slave is connected. The producers
-            // run into the kill.
-            let results = rt.block_on(load(
-                &master.addr,
-                &format!("m{cycle}"),
-                rng.next_u64(),
-                async move {
-                    tokio::time::sleep(delay).await;
-                    // SAFETY: kill(2) on our running, unreaped child.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                    false
-                },
-            ));
+            let (delay, results) =
+                kill_under_load(&rt, &mut master, &format!("m{cycle}"), &mut rng);
             let acked = ledger.record_all(results);
-            let st = master
-                .wait_exit(WAIT_LIMIT)
-                .expect("the master exits after SIGKILL");
-            assert_eq!(st.signal(), Some(libc::SIGKILL), "{st}");
             // The master is gone: the slave alone answers for every acknowledgement so far.
             let queues = rt.block_on(verify(
                 &slave.addr,

@@ -17,6 +17,7 @@ use actormq::remoting::client::RemotingClient;
 use actormq_core::format::msg_id::decode_offset_msg_id;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::header::PullMessageRequestHeader;
 use common::*;
 use rocketmq_client_rust::SendStatus;
 
@@ -446,16 +447,16 @@ fn a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts() {
 
 /// A PULL of `maxMsgNums` 32 from queue 0 of `topic` for group `PullGroup`, without a commit.
 fn pull_from(topic: &str, offset: i64) -> RemotingCommand {
-    RemotingCommand::new_request(rq::PULL_MESSAGE)
-        .with_ext("consumerGroup", "PullGroup")
-        .with_ext("topic", topic)
-        .with_ext("queueId", "0")
-        .with_ext("queueOffset", offset.to_string())
-        .with_ext("maxMsgNums", "32")
-        .with_ext("sysFlag", "0")
-        .with_ext("commitOffset", "0")
-        .with_ext("suspendTimeoutMillis", "0")
-        .with_ext("subVersion", "0")
+    RemotingCommand::new_request(rq::PULL_MESSAGE).with_ext_fields(
+        PullMessageRequestHeader {
+            consumer_group: "PullGroup".into(),
+            topic: topic.into(),
+            queue_offset: offset,
+            max_msg_nums: 32,
+            ..Default::default()
+        }
+        .to_ext_fields(),
+    )
 }
 
 /// (code, nextBeginOffset, suggestWhichBrokerId) of a PULL answer.
