@@ -4571,6 +4571,23 @@ async fn probe_until_acked(addr: &str, ledger: &mut Ledger, tag: &str) {
     }
 }
 
+/// A port free now that no `bind` to port 0 can take while a killed broker restarts: below the
+/// kernel's ephemeral range (`ip_local_port_range`), where the tests' own brokers never listen.
+fn stable_free_port(rng: &mut Rng) -> u16 {
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let base = 20_000u16.min(ephemeral / 2);
+    for _ in 0..1000 {
+        let port = base + rng.below(u64::from(ephemeral - base)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {base}..{ephemeral}");
+}
+
 /// Number of master kills in
 /// [`kill_minus_9_of_a_sync_master_leaves_every_acknowledged_message_on_its_slave`].
 const MASTER_KILLS: usize = 5;
@@ -4591,11 +4608,8 @@ fn kill_minus_9_of_a_sync_master_leaves_every_acknowledged_message_on_its_slave(
         let dir = tempfile::tempdir().expect("temp dir");
         let (mroot, sroot) = (dir.path().join("master"), dir.path().join("slave"));
         // The slave dials one fixed address, so the restarted master must listen where the
-        // killed one did: a port the kernel just handed out and that is free again.
-        let ha_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        // killed one did.
+        let ha_port = stable_free_port(&mut rng);
         let menv = BrokerEnv::new(&mroot)
             .set("BROKERROLE", "SYNC_MASTER")
             .set("HALISTENPORT", &ha_port.to_string());

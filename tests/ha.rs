@@ -562,9 +562,10 @@ fn pull_answers_name_the_broker_to_read_from_and_a_slave_moves_no_offset() {
 }
 
 /// A TCP proxy on the replication path (ECOSYSTEM T7 without network namespaces): the slave dials
-/// it, it dials the master. While `blocked` it moves no byte either way, so TCP holds everything
-/// back as a dropped link would; otherwise it forwards each chunk after a seeded 0–`jitter_ms`
-/// delay. `reported` is the largest offset report it has passed from the slave to the master,
+/// it, it dials the master. While `blocked` it moves no byte either way, passes no close and
+/// dials no master for a new slave connection, so TCP holds everything back much as a dropped
+/// link would (the kernel still completes a slave's connect, which a real partition would not);
+/// otherwise it forwards each chunk after a seeded 0–`jitter_ms` delay. `reported` is the largest offset report it has passed from the slave to the master,
 /// raised before the report is written: the master cannot know more than it says.
 struct HaProxy {
     addr: String,
@@ -594,6 +595,13 @@ async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// Returns once the link is up: while it is cut, nothing passes, not even a close.
+    async fn open(blocked: &AtomicBool) {
+        while blocked.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("proxy listens");
@@ -602,8 +610,13 @@ async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
     let reported = Arc::new(AtomicU64::new(0));
     let (b, r, master) = (blocked.clone(), reported.clone(), master_ha.to_string());
     let task = tokio::spawn(async move {
+        // Owned here: aborting the proxy's task drops the set, which aborts every pump.
+        let mut pumps = tokio::task::JoinSet::new();
         let mut conn = 0u64;
         while let Ok((inbound, _)) = listener.accept().await {
+            while pumps.try_join_next().is_some() {}
+            // A slave dialling during a cut reaches no master until the link is back.
+            open(&b).await;
             let Ok(outbound) = tokio::net::TcpStream::connect(&master).await else {
                 continue;
             };
@@ -614,7 +627,7 @@ async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
             let mut rng1 = Rng::new(seed ^ conn.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let mut rng2 = Rng::new(rng1.0.rotate_left(17));
             // Slave to master: 8-byte offset reports.
-            tokio::spawn(async move {
+            pumps.spawn(async move {
                 let mut buf = vec![0u8; 4096];
                 let mut partial: Vec<u8> = Vec::new();
                 loop {
@@ -622,9 +635,7 @@ async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
                         Ok(0) | Err(_) => break,
                         Ok(n) => n,
                     };
-                    while b1.load(Ordering::Relaxed) {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
+                    open(&b1).await;
                     tokio::time::sleep(Duration::from_millis(rng1.below(jitter_ms + 1))).await;
                     partial.extend_from_slice(&buf[..n]);
                     let whole = partial.len() / 8 * 8;
@@ -637,23 +648,24 @@ async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
                         break;
                     }
                 }
+                // The close (dropping `mo`) passes only once the link is up.
+                open(&b1).await;
             });
             // Master to slave: headers and CommitLog bytes.
-            tokio::spawn(async move {
+            pumps.spawn(async move {
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
                     let n = match mi.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
                         Ok(n) => n,
                     };
-                    while b2.load(Ordering::Relaxed) {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
+                    open(&b2).await;
                     tokio::time::sleep(Duration::from_millis(rng2.below(jitter_ms + 1))).await;
                     if so.write_all(&buf[..n]).await.is_err() {
                         break;
                     }
                 }
+                open(&b2).await;
             });
         }
     });
