@@ -7,7 +7,8 @@
 //! producers with SERVICE_NOT_AVAILABLE (14); a slave that goes away turns SEND_OK back into
 //! SLAVE_NOT_AVAILABLE; PULL answers name the broker to read from next and a slave never moves a
 //! consumer's offset; across seeded partitions of the replication link (a proxy in the test),
-//! no SEND_OK is given for a byte the slave had not reported.
+//! no SEND_OK is given for a byte the slave had not reported; a real client's consumer reads
+//! everything from the slave while the master is down.
 
 mod common;
 
