@@ -614,6 +614,22 @@ async fn a_consumer_far_behind_the_log_end_reads_disk_sized_batches_and_is_sent_
         &TagFilter::all(),
     );
     assert_eq!(r.messages.len(), 3, "maxTransferBytesOnMessageInDisk");
+    // On disk the on-disk limits alone apply, even above the in-memory ones (RocketMQ's
+    // isTheBatchFull): a broker configured for 40 on disk and 32 in memory sends 40.
+    let r = read(
+        0,
+        GetLimits {
+            max_msgs_on_disk: 40,
+            max_bytes_on_disk: 1 << 20,
+            ..hot
+        },
+        &TagFilter::all(),
+    );
+    assert_eq!(
+        r.messages.len(),
+        40,
+        "the on-disk count, not the in-memory 32"
+    );
     // Near the end every record is hot: the in-memory limits, and no slave.
     let r = read(95, hot, &TagFilter::all());
     assert_eq!(r.messages.len(), 5);

@@ -85,11 +85,12 @@ impl TagFilter {
     }
 }
 
-/// Per-read limits: the request's and RocketMQ's `maxTransfer*OnMessageInMemory` (`max_*`), and
-/// the smaller `maxTransfer*OnMessageInDisk` (`*_on_disk`) that apply instead to a record more
-/// than `hot_bytes` behind the CommitLog's end (`accessMessageInMemoryMaxRatio` of physical memory,
-/// RocketMQ's `checkInDiskByCommitOffset`): a consumer far behind reads small batches, so it cannot
-/// push the page cache the producers and the other consumers use out of memory.
+/// Per-read limits: for records in memory (`max_*`: the request's caps with RocketMQ's
+/// `maxTransfer*OnMessageInMemory`), and for records more than `hot_bytes` behind the CommitLog's
+/// end (`*_on_disk`: the request's caps with `maxTransfer*OnMessageInDisk`;
+/// `accessMessageInMemoryMaxRatio` of physical memory, RocketMQ's `checkInDiskByCommitOffset`). A
+/// consumer far behind reads small batches, so it cannot push the page cache the producers and
+/// the other consumers use out of memory.
 #[derive(Clone, Copy, Debug)]
 pub struct GetLimits {
     pub max_msgs: usize,
@@ -121,10 +122,7 @@ impl GetLimits {
             return false;
         }
         let (max_msgs, max_bytes) = if behind > self.hot_bytes {
-            (
-                self.max_msgs.min(self.max_msgs_on_disk),
-                self.max_bytes.min(self.max_bytes_on_disk),
-            )
+            (self.max_msgs_on_disk, self.max_bytes_on_disk)
         } else {
             (self.max_msgs, self.max_bytes)
         };

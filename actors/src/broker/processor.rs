@@ -837,13 +837,18 @@ impl BrokerCore {
             });
         }
         let settings = self.settings.load();
+        // The request's caps with the store's, separately for records in memory and on disk
+        // (RocketMQ's isTheBatchFull: the on-disk values alone apply on disk, whichever is
+        // larger).
+        let (want_msgs, want_bytes) = (
+            h.max_msg_nums.max(1) as usize,
+            h.max_msg_bytes.map_or(usize::MAX, |b| b.max(1) as usize),
+        );
         let limits = GetLimits {
-            max_msgs: (h.max_msg_nums.max(1) as usize).min(settings.max_transfer_count.max(1)),
-            max_bytes: h.max_msg_bytes.map_or(settings.max_transfer_bytes, |b| {
-                (b.max(1) as usize).min(settings.max_transfer_bytes)
-            }),
-            max_msgs_on_disk: settings.max_transfer_count_on_disk.max(1),
-            max_bytes_on_disk: settings.max_transfer_bytes_on_disk,
+            max_msgs: want_msgs.min(settings.max_transfer_count.max(1)),
+            max_bytes: want_bytes.min(settings.max_transfer_bytes),
+            max_msgs_on_disk: want_msgs.min(settings.max_transfer_count_on_disk.max(1)),
+            max_bytes_on_disk: want_bytes.min(settings.max_transfer_bytes_on_disk),
             hot_bytes: settings.hot_bytes,
         };
         let offset = h.queue_offset.max(0) as u64;
