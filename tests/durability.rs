@@ -4494,19 +4494,25 @@ fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
             ledger.codes,
             ledger.samples
         );
-        // Replication codes while the slave is away (and flow control on a loaded machine).
-        assert!(
-            ledger.codes.keys().all(|c| [
-                rc::SLAVE_NOT_AVAILABLE,
-                rc::FLUSH_SLAVE_TIMEOUT,
-                rc::SYSTEM_BUSY
-            ]
-            .contains(c)),
-            "only replication codes while the slave is away: {:?}",
-            ledger.codes
-        );
-        assert_slave_is_a_prefix(&mroot, &sroot);
+        assert_replicated(&ledger, &mroot, &sroot);
     });
+}
+
+/// The end of a master/slave kill test, both brokers stopped: sends were refused only with
+/// replication codes (while the slave was away or reconnecting) or flow control, and the slave
+/// is a prefix of the master ([`assert_slave_is_a_prefix`]).
+fn assert_replicated(ledger: &Ledger, mroot: &Path, sroot: &Path) {
+    assert!(
+        ledger.codes.keys().all(|c| [
+            rc::SLAVE_NOT_AVAILABLE,
+            rc::FLUSH_SLAVE_TIMEOUT,
+            rc::SYSTEM_BUSY
+        ]
+        .contains(c)),
+        "only replication codes and flow control: {:?}",
+        ledger.codes
+    );
+    assert_slave_is_a_prefix(mroot, sroot);
 }
 
 /// Both brokers stopped: every CommitLog file of the slave equals the master's file of the same
@@ -4691,17 +4697,6 @@ fn kill_minus_9_of_a_sync_master_leaves_every_acknowledged_message_on_its_slave(
             ledger.codes,
             ledger.samples
         );
-        // Only replication codes (while the slave reconnects) and flow control.
-        assert!(
-            ledger.codes.keys().all(|c| [
-                rc::SLAVE_NOT_AVAILABLE,
-                rc::FLUSH_SLAVE_TIMEOUT,
-                rc::SYSTEM_BUSY
-            ]
-            .contains(c)),
-            "only replication codes: {:?}",
-            ledger.codes
-        );
-        assert_slave_is_a_prefix(&mroot, &sroot);
+        assert_replicated(&ledger, &mroot, &sroot);
     });
 }

@@ -53,6 +53,14 @@ impl MetaView {
             .get(name)
             .cloned()
     }
+    /// `f` of a group's config, without copying it (the PULL path reads a few fields).
+    pub fn with_group<R>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&SubscriptionGroupConfig) -> R,
+    ) -> Option<R> {
+        self.groups.load().subscription_group_table.get(name).map(f)
+    }
     pub fn groups(&self) -> Arc<GroupTable> {
         self.groups.load_full()
     }

@@ -750,7 +750,11 @@ impl BrokerCore {
 
     fn pull(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled {
         let h = header_or_reply!(PullMessageRequestHeader, req);
-        if self.meta_view.group(&h.consumer_group).is_none() {
+        if self
+            .meta_view
+            .with_group(&h.consumer_group, |_| ())
+            .is_none()
+        {
             // First pull of an unknown group: create it (autoCreateSubscriptionGroup), then pull.
             let conn = conn.clone();
             return Handled::Later(Box::pin(async move {
@@ -868,13 +872,15 @@ impl BrokerCore {
         {
             r.next_begin_offset = QueueOffset(offset);
         }
-        let group = self.meta_view.group(&h.consumer_group);
-        let (home, slowly) = group.as_ref().map_or((0, 1), |g| {
-            (
-                g.broker_id as i64,
-                g.which_broker_when_consume_slowly as i64,
-            )
-        });
+        let (home, slowly) = self
+            .meta_view
+            .with_group(&h.consumer_group, |g| {
+                (
+                    g.broker_id as i64,
+                    g.which_broker_when_consume_slowly as i64,
+                )
+            })
+            .unwrap_or((0, 1));
         // PullMessageProcessor: with `slaveReadEnable` the answer names the group's
         // `whichBrokerWhenConsumeSlowly` to a consumer reading far behind, else the group's home
         // broker; without it, always the master.
