@@ -55,6 +55,9 @@ use actormq_core::store::mapped_file::Warm;
 use actormq_core::store::mapped_file_queue::MappedFileQueue;
 use actormq_core::QueueOffset;
 
+mod volatile_disk;
+use volatile_disk::{CacheLoss, VolatileDisk};
+
 /// `mappedFileSizeCommitLog` of every test: small, so a test crosses file boundaries.
 const CL_FILE_SIZE: u64 = 4 * 1024 * 1024;
 /// `maxMessageSize` of every test.
@@ -3228,11 +3231,29 @@ const CRASHED_LOG: &str = "previous_run=\"crashed\"";
 /// durable early on the journal's account (`data=ordered` would write newly allocated data at
 /// every commit). A copy is mounted as a boot would mount it: the journal is replayed (or, on
 /// [`Fs::NoJournal`], the copy is repaired with `e2fsck -fy` first).
+///
+/// With [`Cache::Volatile`] the device also has a volatile write cache: the loop device sits on
+/// the image as a [`VolatileDisk`] serves it, and a copy keeps of what was written since the
+/// device's last cache flush only a seeded random part (see [`PowerLossRig::cut_power`]).
 struct LoopDisk {
+    /// The image file on the real disk.
     img: PathBuf,
     mnt: PathBuf,
     fs: Fs,
     cleanup: Arc<Cleanup>,
+    /// The cache model the loop device writes through ([`Cache::Volatile`]); unmounted after the
+    /// file system (fields drop after `Drop::drop`).
+    volatile: Option<(VolatileDisk, PathBuf)>,
+}
+
+/// The write cache of a [`LoopDisk`]'s device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cache {
+    /// Every write the device completed survives a power loss.
+    Kept,
+    /// Writes since the device's last cache flush may be lost, each 4 KiB block on its own
+    /// ([`VolatileDisk`]).
+    Volatile,
 }
 
 /// The file system of a [`LoopDisk`].
@@ -3261,7 +3282,7 @@ fn run_ok(cmd: &mut Command) {
 
 impl LoopDisk {
     /// A new, empty file system of [`DISK_MIB`] in the image `img`, mounted at `mnt`.
-    fn create(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path, fs: Fs) -> LoopDisk {
+    fn create(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path, fs: Fs, cache: Cache) -> LoopDisk {
         std::fs::File::create(img)
             .and_then(|f| f.set_len(DISK_MIB * 1024 * 1024))
             .unwrap_or_else(|e| panic!("create {}: {e}", img.display()));
@@ -3271,12 +3292,12 @@ impl LoopDisk {
             mkfs.args(["-O", "^has_journal"]);
         }
         run_ok(mkfs.arg(img));
-        LoopDisk::mount(cleanup, img, mnt, fs)
+        LoopDisk::mount(cleanup, img, mnt, fs, cache)
     }
 
     /// Mounts the image `img` at `mnt`; a [`Fs::NoJournal`] image is first checked and repaired
     /// with `e2fsck -fy`, as a boot after a crash would (a clean image passes unchanged).
-    fn mount(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path, fs: Fs) -> LoopDisk {
+    fn mount(cleanup: &Arc<Cleanup>, img: &Path, mnt: &Path, fs: Fs, cache: Cache) -> LoopDisk {
         std::fs::create_dir_all(mnt).expect("mount point");
         let options = match fs {
             Fs::Journaled => "loop,data=writeback,commit=60",
@@ -3298,10 +3319,22 @@ impl LoopDisk {
                 "loop"
             }
         };
+        // The image as it is now (checked, repaired) is what the device holds durably.
+        let volatile = (cache == Cache::Volatile).then(|| {
+            let at = img.with_extension("fuse");
+            let disk = VolatileDisk::mount(img, &at)
+                .unwrap_or_else(|e| panic!("serve {} over FUSE: {e}", img.display()));
+            cleanup.add_mount(&at);
+            (disk, at)
+        });
+        let device = match &volatile {
+            Some((disk, _)) => disk.image(),
+            None => img.to_path_buf(),
+        };
         run_ok(
             Command::new("mount")
                 .args(["-o", options])
-                .arg(img)
+                .arg(&device)
                 .arg(mnt),
         );
         cleanup.add_mount(mnt);
@@ -3310,6 +3343,7 @@ impl LoopDisk {
             mnt: mnt.to_path_buf(),
             fs,
             cleanup: cleanup.clone(),
+            volatile,
         }
     }
 
@@ -3319,7 +3353,19 @@ impl LoopDisk {
     /// during the copy. Write-back the kernel starts during the copy itself (pages dirty for
     /// 30 s, or memory pressure) can still mix into it; the tests keep their data young and
     /// small, and such a write only makes the copy keep more.
-    fn power_loss_copy(&self, to: &Path) {
+    ///
+    /// With a volatile cache the copy is taken at once, without that wait, and the device is
+    /// gone after it ([`VolatileDisk::lose_power`]): the caller cuts the power *before* freezing
+    /// the broker, in the middle of whatever the disk was doing. `keep` decides for each 4 KiB
+    /// block written since the device's last cache flush whether it reached the media; returns
+    /// what the copy kept and lost.
+    fn power_loss_copy(&self, to: &Path, keep: impl FnMut() -> bool) -> Option<CacheLoss> {
+        if let Some((disk, _)) = &self.volatile {
+            let loss = disk
+                .lose_power(to, keep)
+                .unwrap_or_else(|e| panic!("copy the volatile disk to {}: {e}", to.display()));
+            return Some(loss);
+        }
         if let Some(dev) = loop_device_of(&self.mnt) {
             let inflight = format!("/sys/block/{dev}/inflight");
             let deadline = Instant::now() + Duration::from_secs(2);
@@ -3330,12 +3376,14 @@ impl LoopDisk {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+        let _ = keep;
         run_ok(
             Command::new("cp")
                 .arg("--sparse=always")
                 .arg(&self.img)
                 .arg(to),
         );
+        None
     }
 }
 
@@ -3356,7 +3404,7 @@ fn loop_device_of(mnt: &Path) -> Option<String> {
 
 /// Why the power-loss tests cannot run here, if they cannot: they mount loop devices, which
 /// needs root and `/dev/loop-control`. They are skipped then, loudly, as the disk-full tests are.
-fn power_loss_unavailable() -> Option<String> {
+fn power_loss_unavailable(cache: Cache) -> Option<String> {
     // SAFETY: geteuid(2) has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root: mounting a loop device needs it".to_string());
@@ -3364,12 +3412,19 @@ fn power_loss_unavailable() -> Option<String> {
     if !Path::new("/dev/loop-control").exists() {
         return Some("no /dev/loop-control".to_string());
     }
+    if cache == Cache::Volatile && !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse: the volatile disk is served over FUSE".to_string());
+    }
     None
 }
 
 impl Drop for LoopDisk {
     fn drop(&mut self) {
         unmount(&self.cleanup, &self.mnt);
+        if let Some((disk, at)) = self.volatile.take() {
+            drop(disk);
+            self.cleanup.remove_mount(&at);
+        }
     }
 }
 
@@ -3427,6 +3482,11 @@ struct PowerLossRig {
     disk: Option<LoopDisk>,
     images: usize,
     cleanup: Arc<Cleanup>,
+    cache: Cache,
+    /// [`Cache::Volatile`]: decides which cached blocks each power loss keeps.
+    coin: Rng,
+    /// [`Cache::Volatile`]: what each power loss kept and lost of the device's cache.
+    losses: Vec<CacheLoss>,
     /// The temp dir holding the images; dropped after `disk` is unmounted (fields drop in order).
     _tmp: tempfile::TempDir,
 }
@@ -3435,7 +3495,17 @@ impl PowerLossRig {
     /// What every power-loss test starts with: the rig on a new temp dir, the test's seed and a
     /// generator from it. `None` (after saying so) where loop devices cannot be mounted.
     fn for_test(cleanup: &Arc<Cleanup>, name: &str, fs: Fs) -> Option<(PowerLossRig, u64, Rng)> {
-        if let Some(why) = power_loss_unavailable() {
+        PowerLossRig::for_test_with(cleanup, name, fs, Cache::Kept)
+    }
+
+    /// [`PowerLossRig::for_test`] on a device with the given write cache.
+    fn for_test_with(
+        cleanup: &Arc<Cleanup>,
+        name: &str,
+        fs: Fs,
+        cache: Cache,
+    ) -> Option<(PowerLossRig, u64, Rng)> {
+        if let Some(why) = power_loss_unavailable(cache) {
             eprintln!("{name}: SKIPPED: {why}");
             return None;
         }
@@ -3443,13 +3513,17 @@ impl PowerLossRig {
         let tmp = tempfile::tempdir().expect("temp dir");
         let dir = tmp.path().to_path_buf();
         let mnt = dir.join("mnt");
-        let disk = LoopDisk::create(cleanup, &dir.join("disk-0.img"), &mnt, fs);
+        let disk = LoopDisk::create(cleanup, &dir.join("disk-0.img"), &mnt, fs, cache);
         let rig = PowerLossRig {
             dir,
             mnt,
             disk: Some(disk),
             images: 1,
             cleanup: cleanup.clone(),
+            cache,
+            // Its own stream, so the test's own choices stay what they were for a seed.
+            coin: Rng::new(seed ^ 0x5EED_CAC4E),
+            losses: Vec::new(),
             _tmp: tmp,
         };
         Some((rig, seed, Rng::new(seed)))
@@ -3461,13 +3535,34 @@ impl PowerLossRig {
 
     /// Freezes `pid` and copies the disk as it is then (the next image); returns the moment of the
     /// freeze. The caller kills the frozen process, then calls [`PowerLossRig::boot`].
+    ///
+    /// With a volatile cache the power goes first, at once, and the broker is frozen after (it
+    /// sees every request fail meanwhile); the moment returned is the power loss. One power loss
+    /// in three loses every block written since the last cache flush, the others each such block
+    /// with probability 1/2.
     fn cut_power(&mut self, pid: i32) -> Instant {
-        let at = freeze(pid);
         let next = self.dir.join(format!("disk-{}.img", self.images));
-        self.disk
-            .as_ref()
-            .expect("a mounted disk")
-            .power_loss_copy(&next);
+        let disk = self.disk.as_ref().expect("a mounted disk");
+        let coin = &mut self.coin;
+        let lose_all = self.cache == Cache::Volatile && coin.below(3) == 0;
+        let keep = || !lose_all && coin.below(2) == 0;
+        let (at, loss) = if self.cache == Cache::Volatile {
+            let at = Instant::now();
+            let loss = disk.power_loss_copy(&next, keep);
+            freeze(pid);
+            (at, loss)
+        } else {
+            let at = freeze(pid);
+            (at, disk.power_loss_copy(&next, keep))
+        };
+        if let Some(loss) = loss {
+            // The model is wired: the file system's flushes reach it.
+            assert!(
+                loss.flushes > 0,
+                "no cache flush reached the volatile disk since it was mounted: {loss:?}"
+            );
+            self.losses.push(loss);
+        }
         at
     }
 
@@ -3480,7 +3575,13 @@ impl PowerLossRig {
         let _ = std::fs::remove_file(old_img);
         let img = self.dir.join(format!("disk-{}.img", self.images));
         self.images += 1;
-        self.disk = Some(LoopDisk::mount(&self.cleanup, &img, &self.mnt, fs));
+        self.disk = Some(LoopDisk::mount(
+            &self.cleanup,
+            &img,
+            &self.mnt,
+            fs,
+            self.cache,
+        ));
         as_if_rebooted(&self.root());
     }
 }
@@ -3503,15 +3604,17 @@ fn start_after_power_loss(cleanup: &Arc<Cleanup>, env: &BrokerEnv, what: &str) -
 /// starts on that disk, and `check` judges what it serves against the ledger. `settings` are
 /// `ACTORMQ_<key>` values of the broker. Returns the seed and the per-cycle (acknowledged, lost)
 /// counts.
+#[allow(clippy::too_many_arguments)]
 fn power_loss_cycles(
     name: &'static str,
     cleanup: &Arc<Cleanup>,
     fs: Fs,
+    cache: Cache,
     settings: &[(&str, &str)],
     delay_ms: (u64, u64),
     mut check: impl FnMut(&tokio::runtime::Runtime, &Broker, &mut Ledger, Instant, usize) -> usize,
 ) -> Option<(u64, Vec<(usize, usize)>)> {
-    let (mut rig, seed, mut rng) = PowerLossRig::for_test(cleanup, name, fs)?;
+    let (mut rig, seed, mut rng) = PowerLossRig::for_test_with(cleanup, name, fs, cache)?;
     let root = rig.root();
     let mut env = BrokerEnv::new(&root);
     for (k, v) in settings {
@@ -3558,6 +3661,12 @@ fn power_loss_cycles(
         assert_keys_indexed(&root, &wire);
     }
     drop(broker);
+    if cache == Cache::Volatile {
+        eprintln!(
+            "{name}: the device's volatile cache at each power loss: {:?}",
+            rig.losses
+        );
+    }
     drop(rig);
     Some((seed, report))
 }
@@ -3573,6 +3682,7 @@ const POWER_LOSSES: usize = 6;
 fn power_loss_loses_nothing_acknowledged(
     name: &'static str,
     fs: Fs,
+    cache: Cache,
     settings: &'static [(&str, &str)],
 ) {
     bounded(name, Duration::from_secs(170), move |cleanup| {
@@ -3580,6 +3690,7 @@ fn power_loss_loses_nothing_acknowledged(
             name,
             &cleanup,
             fs,
+            cache,
             settings,
             (300, 1500),
             |rt, broker, ledger, _, cycle| {
@@ -3602,6 +3713,7 @@ fn power_loss_under_sync_flush_loses_no_acknowledged_message() {
     power_loss_loses_nothing_acknowledged(
         "power_loss_under_sync_flush_loses_no_acknowledged_message",
         Fs::Journaled,
+        Cache::Kept,
         &[("FLUSHDISKTYPE", "SYNC_FLUSH")],
     );
 }
@@ -3616,6 +3728,43 @@ fn power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message()
     power_loss_loses_nothing_acknowledged(
         "power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message",
         Fs::NoJournal,
+        Cache::Kept,
+        &[
+            ("FLUSHDISKTYPE", "SYNC_FLUSH"),
+            ("MESSAGEINDEXSAFE", "true"),
+        ],
+    );
+}
+
+/// SYNC_FLUSH on a device with a volatile write cache ([`VolatileDisk`]): what the device took
+/// since its last cache flush may or may not survive, block by block, so an acknowledgement is
+/// only as good as the flushes behind it — the `fdatasync` of the group commit, the syncs of a
+/// new file's inode and directory, and whatever recovery relies on (the checkpoint, the
+/// ConsumeQueues, the abort file) having been flushed before it, or being rebuilt when it was
+/// not. Blocks the file system wrote but never flushed go back to their old content in any
+/// combination, which the kept-cache model never does. On ext4 with a journal, whose commits
+/// flush the device before and after the commit block.
+#[test]
+fn power_loss_with_a_volatile_disk_cache_under_sync_flush_loses_no_acknowledged_message() {
+    power_loss_loses_nothing_acknowledged(
+        "power_loss_with_a_volatile_disk_cache_under_sync_flush_loses_no_acknowledged_message",
+        Fs::Journaled,
+        Cache::Volatile,
+        &[("FLUSHDISKTYPE", "SYNC_FLUSH")],
+    );
+}
+
+/// The same without a journal (this machine's root file system): every metadata block of a new
+/// file or directory entry is durable only through the syncs the broker asks for, and `e2fsck`
+/// repairs whatever else the lost cache left half-written. With `messageIndexSafe`, so the index
+/// files must also hold every stored message's key after the last power loss.
+#[test]
+fn power_loss_with_a_volatile_disk_cache_and_no_journal_under_sync_flush_loses_no_acknowledged_message(
+) {
+    power_loss_loses_nothing_acknowledged(
+        "power_loss_with_a_volatile_disk_cache_and_no_journal_under_sync_flush_loses_no_acknowledged_message",
+        Fs::NoJournal,
+        Cache::Volatile,
         &[
             ("FLUSHDISKTYPE", "SYNC_FLUSH"),
             ("MESSAGEINDEXSAFE", "true"),
@@ -3630,6 +3779,7 @@ fn power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message(
     power_loss_loses_nothing_acknowledged(
         "power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message",
         Fs::Journaled,
+        Cache::Kept,
         &[
             ("FLUSHDISKTYPE", "SYNC_FLUSH"),
             ("TRANSIENTSTOREPOOLENABLE", "true"),
@@ -3661,6 +3811,7 @@ fn power_loss_loses_only_the_window(
             name,
             &cleanup,
             Fs::Journaled,
+            Cache::Kept,
             settings,
             (2000, 3500),
             |rt, broker, ledger, cut_at, cycle| {
