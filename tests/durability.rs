@@ -56,7 +56,7 @@ use actormq_core::store::mapped_file_queue::MappedFileQueue;
 use actormq_core::QueueOffset;
 
 mod volatile_disk;
-use volatile_disk::{CacheLoss, VolatileDisk};
+use volatile_disk::{CacheLoss, Fate, VolatileDisk};
 
 /// `mappedFileSizeCommitLog` of every test: small, so a test crosses file boundaries.
 const CL_FILE_SIZE: u64 = 4 * 1024 * 1024;
@@ -3356,13 +3356,13 @@ impl LoopDisk {
     ///
     /// With a volatile cache the copy is taken at once, without that wait, and the device is
     /// gone after it ([`VolatileDisk::lose_power`]): the caller cuts the power *before* freezing
-    /// the broker, in the middle of whatever the disk was doing. `keep` decides for each 4 KiB
-    /// block written since the device's last cache flush whether it reached the media; returns
-    /// what the copy kept and lost.
-    fn power_loss_copy(&self, to: &Path, keep: impl FnMut() -> bool) -> Option<CacheLoss> {
+    /// the broker, in the middle of whatever the disk was doing. `fate` decides for each 4 KiB
+    /// block written since the device's last cache flush whether it reached the media whole, not
+    /// at all, or torn; returns what the copy kept, lost and tore.
+    fn power_loss_copy(&self, to: &Path, fate: impl FnMut() -> Fate) -> Option<CacheLoss> {
         if let Some((disk, _)) = &self.volatile {
             let loss = disk
-                .lose_power(to, keep)
+                .lose_power(to, fate)
                 .unwrap_or_else(|e| panic!("copy the volatile disk to {}: {e}", to.display()));
             return Some(loss);
         }
@@ -3376,7 +3376,7 @@ impl LoopDisk {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let _ = keep;
+        let _ = fate;
         run_ok(
             Command::new("cp")
                 .arg("--sparse=always")
@@ -3538,22 +3538,27 @@ impl PowerLossRig {
     ///
     /// With a volatile cache the power goes first, at once, and the broker is frozen after (it
     /// sees every request fail meanwhile); the moment returned is the power loss. One power loss
-    /// in three loses every block written since the last cache flush, the others each such block
-    /// with probability 1/2.
+    /// in three loses every block written since the last cache flush; the others keep, lose or
+    /// tear (at a random sector) each such block, a third of the time each.
     fn cut_power(&mut self, pid: i32) -> Instant {
         let next = self.dir.join(format!("disk-{}.img", self.images));
         let disk = self.disk.as_ref().expect("a mounted disk");
         let coin = &mut self.coin;
         let lose_all = self.cache == Cache::Volatile && coin.below(3) == 0;
-        let keep = || !lose_all && coin.below(2) == 0;
+        let fate = || match coin.below(3) {
+            _ if lose_all => Fate::Lost,
+            0 => Fate::Kept,
+            1 => Fate::Lost,
+            _ => Fate::Torn(1 + coin.below(7) as usize),
+        };
         let (at, loss) = if self.cache == Cache::Volatile {
             let at = Instant::now();
-            let loss = disk.power_loss_copy(&next, keep);
+            let loss = disk.power_loss_copy(&next, fate);
             freeze(pid);
             (at, loss)
         } else {
             let at = freeze(pid);
-            (at, disk.power_loss_copy(&next, keep))
+            (at, disk.power_loss_copy(&next, fate))
         };
         if let Some(loss) = loss {
             // The model is wired: the file system's flushes reach it.
@@ -3802,6 +3807,7 @@ const ASYNC_SLACK: Duration = Duration::from_millis(1500);
 /// each cut has acknowledgements older than the window.
 fn power_loss_loses_only_the_window(
     name: &'static str,
+    cache: Cache,
     settings: &'static [(&str, &str)],
     window: Duration,
 ) {
@@ -3811,7 +3817,7 @@ fn power_loss_loses_only_the_window(
             name,
             &cleanup,
             Fs::Journaled,
-            Cache::Kept,
+            cache,
             settings,
             (2000, 3500),
             |rt, broker, ledger, cut_at, cycle| {
@@ -3839,6 +3845,21 @@ fn power_loss_loses_only_the_window(
 fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
     power_loss_loses_only_the_window(
         "power_loss_under_async_flush_loses_only_the_last_flush_interval",
+        Cache::Kept,
+        &[("FLUSHDISKTYPE", "ASYNC_FLUSH")],
+        Duration::from_millis(500) + ASYNC_SLACK,
+    );
+}
+
+/// The same on a device with a volatile write cache ([`VolatileDisk`]): what the flusher's
+/// `fdatasync` covered is on the media, what it did not may be lost or torn block by block —
+/// ConsumeQueue and index pages the kernel wrote back on its own too — and recovery must still
+/// serve everything older than the window, with no hole.
+#[test]
+fn power_loss_with_a_volatile_disk_cache_under_async_flush_loses_only_the_last_flush_interval() {
+    power_loss_loses_only_the_window(
+        "power_loss_with_a_volatile_disk_cache_under_async_flush_loses_only_the_last_flush_interval",
+        Cache::Volatile,
         &[("FLUSHDISKTYPE", "ASYNC_FLUSH")],
         Duration::from_millis(500) + ASYNC_SLACK,
     );
@@ -3850,6 +3871,7 @@ fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
 fn power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals() {
     power_loss_loses_only_the_window(
         "power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals",
+        Cache::Kept,
         &[
             ("FLUSHDISKTYPE", "ASYNC_FLUSH"),
             ("TRANSIENTSTOREPOOLENABLE", "true"),

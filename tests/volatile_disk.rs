@@ -10,15 +10,16 @@
 //!
 //! The model: a device whose cache may lose whatever it took since the last flush. Every 4 KiB
 //! block written since the last `fsync` keeps its content as of that `fsync` (its *durable*
-//! content) until the next one; [`VolatileDisk::power_loss_copy`] writes the image as a power
-//! loss now would leave it: each such block independently either reached the media (its current
-//! content) or did not (its durable content), the choice made by the caller's seeded coin. What
-//! was written before the last completed flush always survives. After that copy the device is
+//! content) until the next one; [`VolatileDisk::lose_power`] writes the image as a power loss
+//! now would leave it: each such block independently reached the media (its current content),
+//! did not (its durable content), or was torn — a prefix of its 512-byte sectors written, the
+//! rest not, as a drive with 512-byte sectors may leave it — the [`Fate`] chosen by the caller's
+//! seeded coin. What was written before the last completed flush always survives. After that copy the device is
 //! gone: every request fails with EIO, so nothing the broker does after the power loss — a
 //! flush completing, an acknowledgement resting on it — can rest on a flush the copy does not
-//! hold. So the copy may be taken at any moment, with flushes in flight. Not modelled: a block torn
-//! inside itself (4 KiB is taken as atomic), and reordering across a flush (a real cache may
-//! not do that either).
+//! hold. So the copy may be taken at any moment, with flushes in flight. Not modelled: a sector
+//! torn inside itself (512 bytes are taken as atomic, as drives promise), and reordering across
+//! a flush (a real cache may not do that either).
 //!
 //! Invariant: the undo map holds, for exactly the blocks written since the last `fsync`, their
 //! content at that `fsync`; a copy is made under the same lock the server writes under, so no
@@ -38,8 +39,10 @@ use fuser::{
     ReplyStatfs, ReplyWrite, Request, WriteFlags,
 };
 
-/// The unit the model keeps or loses whole.
+/// The unit the model keeps, loses or tears.
 const BLOCK: u64 = 4096;
+/// The unit a torn block is torn at: a sector, which a drive writes whole.
+pub const SECTOR: usize = 512;
 /// The only file.
 pub const IMAGE_NAME: &str = "disk.img";
 const IMAGE_INO: INodeNo = INodeNo(2);
@@ -275,6 +278,17 @@ pub struct VolatileDisk {
     session: Option<fuser::BackgroundSession>,
 }
 
+/// What a power loss does to one block written since the last flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// It reached the media.
+    Kept,
+    /// It did not: its durable content stays.
+    Lost,
+    /// Its first this many sectors (1 to 7) reached the media, the rest did not.
+    Torn(usize),
+}
+
 /// What one [`VolatileDisk::lose_power`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheLoss {
@@ -282,6 +296,8 @@ pub struct CacheLoss {
     pub kept: usize,
     /// Blocks written since the last flush that the copy takes back to their durable content.
     pub lost: usize,
+    /// Blocks written since the last flush that the copy keeps a prefix of.
+    pub torn: usize,
     /// Flushes the disk has seen so far.
     pub flushes: u64,
 }
@@ -324,13 +340,13 @@ impl VolatileDisk {
     }
 
     /// Cuts the power: writes the disk as the power loss leaves it to `to` (a sparse file) —
-    /// blocks written before the last flush as they are, and each block written since kept when
-    /// `keep()` says so, else its durable content — and from then on fails every request. The
-    /// copy is taken under the server's lock, so no request lands half in it.
+    /// blocks written before the last flush as they are, and each block written since as
+    /// `fate()` says (in block order) — and from then on fails every request. The copy is taken
+    /// under the server's lock, so no request lands half in it.
     pub fn lose_power(
         &self,
         to: &Path,
-        mut keep: impl FnMut() -> bool,
+        mut fate: impl FnMut() -> Fate,
     ) -> std::io::Result<CacheLoss> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.dead = true;
@@ -343,14 +359,22 @@ impl VolatileDisk {
         let mut loss = CacheLoss {
             kept: 0,
             lost: 0,
+            torn: 0,
             flushes: st.flushes,
         };
         for (b, durable) in blocks {
-            if keep() {
-                loss.kept += 1;
-            } else {
-                out.write_all_at(durable, b * BLOCK)?;
-                loss.lost += 1;
+            match fate() {
+                Fate::Kept => loss.kept += 1,
+                Fate::Lost => {
+                    out.write_all_at(durable, b * BLOCK)?;
+                    loss.lost += 1;
+                }
+                Fate::Torn(sectors) => {
+                    // The block's last one may be short (the disk's end); a tear past it keeps all.
+                    let at = (sectors * SECTOR).min(durable.len());
+                    out.write_all_at(&durable[at..], b * BLOCK + at as u64)?;
+                    loss.torn += 1;
+                }
             }
         }
         Ok(loss)
