@@ -38,7 +38,7 @@ use bytes::{BufMut, BytesMut};
 
 use super::clients::{self, ClientRegistry, SubscriptionView};
 use super::metadata::{self, MetaView, Metadata};
-use super::pull_hold::{PullHold, SuspendPull};
+use super::pull_hold::{hold, PullHold, SuspendPull, LONG_POLLING_RECHECK};
 use crate::metered::ActorRef;
 use crate::remoting::server::{ConnInfo, Handled, Processor, ProcessorFactory, Replied};
 use crate::store::coalesce::{end_of_turn, send_chunks, TurnBatch};
@@ -913,15 +913,19 @@ impl BrokerCore {
             code
         };
         if code == rc::PULL_NOT_FOUND && h.has_suspend() && !resumed {
-            let wait = if settings.long_polling {
-                Duration::from_millis(h.suspend_timeout_millis.clamp(0, 30_000) as u64)
+            let (wait, recheck) = if settings.long_polling {
+                (
+                    Duration::from_millis(h.suspend_timeout_millis.clamp(0, 30_000) as u64),
+                    LONG_POLLING_RECHECK,
+                )
             } else {
-                settings.short_polling
+                (settings.short_polling, settings.short_polling)
             };
+            let (wake_above, wait) = hold(offset, r.max_offset.0, wait, recheck);
             let m = SuspendPull {
                 topic: h.topic.clone(),
                 queue_id: h.queue_id,
-                offset,
+                offset: wake_above,
                 deadline: Instant::now() + wait,
                 request: req,
                 conn: conn.conn.clone(),

@@ -7,7 +7,9 @@
 //! owns the request, which runs it again with suspension disabled and replies.
 //!
 //! Invariant: every parked request is resumed exactly once — when its queue's max offset passes
-//! its offset, or at its deadline.
+//! its wake offset, or at its deadline. [`hold`] picks both, so that a pull is never parked with
+//! its wake condition already true (it would be resumed at once, and its client, answered
+//! PULL_NOT_FOUND, would pull again without pause).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,6 +23,7 @@ use crate::remoting::server::{Connection, Resume};
 use crate::store::cq_builder::Arrival;
 
 struct Parked {
+    /// Resumed once the queue's max offset passes this.
     offset: u64,
     deadline: Instant,
     request: RemotingCommand,
@@ -30,6 +33,7 @@ struct Parked {
 pub struct SuspendPull {
     pub topic: String,
     pub queue_id: i32,
+    /// Resumed once the queue's max offset passes this (see [`hold`]).
     pub offset: u64,
     pub deadline: Instant,
     pub request: RemotingCommand,
@@ -37,6 +41,27 @@ pub struct SuspendPull {
 }
 impl Message for SuspendPull {
     type Result = ();
+}
+
+/// How often RocketMQ's hold service re-checks its parked pulls with long polling
+/// (`PullRequestHoldService`: every 5 s, else every `shortPollingTimeMills`).
+pub const LONG_POLLING_RECHECK: Duration = Duration::from_secs(5);
+
+/// For a pull that found nothing at `offset` in a queue whose max offset is `max_offset`, and may
+/// wait `wait`: the offset whose passing wakes it, and how long it waits at most.
+///
+/// Usually the pull is at the max (nothing newer yet) and waits for the next message or `wait`.
+/// But a pull below the max can find nothing too (OFFSET_FOUND_NULL: the units under it are gone,
+/// say a ConsumeQueue file retention deleted under it). RocketMQ parks it like any other, and its
+/// hold service resumes it at the next check, as the queue is already past its offset: one
+/// answer per 5 s (long polling) or per `shortPollingTimeMills`. So here: it waits for a message
+/// beyond the current max, or for `recheck` (the re-check period) if that is shorter.
+pub fn hold(offset: u64, max_offset: u64, wait: Duration, recheck: Duration) -> (u64, Duration) {
+    if max_offset > offset {
+        (max_offset, wait.min(recheck))
+    } else {
+        (offset, wait)
+    }
 }
 
 pub struct MessagesArrived(pub Vec<Arrival>);
@@ -150,5 +175,31 @@ impl Serve<MessagesArrived> for PullHold {
         for a in m.0 {
             self.wake(&a.topic, a.queue_id, a.max_offset, ctx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_at_the_max_waits_for_the_next_message_or_its_time() {
+        let wait = Duration::from_secs(15);
+        assert_eq!(hold(7, 7, wait, LONG_POLLING_RECHECK), (7, wait));
+        // Past the max (OFFSET_OVERFLOW_BADLY is answered, not parked, but the rule holds).
+        assert_eq!(hold(9, 7, wait, LONG_POLLING_RECHECK), (9, wait));
+    }
+
+    #[test]
+    fn a_pull_below_the_max_that_found_nothing_waits_for_a_newer_message_or_the_recheck() {
+        // Not `max > offset` at once: that would resume it at once and the client would loop.
+        let (wake_above, waits) = hold(3, 7, Duration::from_secs(15), LONG_POLLING_RECHECK);
+        assert_eq!(wake_above, 7);
+        assert_eq!(waits, LONG_POLLING_RECHECK);
+        // A shorter wait of the client's own is kept.
+        assert_eq!(
+            hold(3, 7, Duration::from_millis(300), LONG_POLLING_RECHECK),
+            (7, Duration::from_millis(300))
+        );
     }
 }
