@@ -3241,8 +3241,8 @@ struct LoopDisk {
     mnt: PathBuf,
     fs: Fs,
     cleanup: Arc<Cleanup>,
-    /// The cache model the loop device writes through ([`Cache::Volatile`]); unmounted after the
-    /// file system (fields drop after `Drop::drop`).
+    /// The cache model the loop device writes through ([`Cache::Volatile`]); `Drop::drop` takes
+    /// it out and unmounts it after the file system.
     volatile: Option<(VolatileDisk, PathBuf)>,
 }
 
@@ -3359,10 +3359,18 @@ impl LoopDisk {
     /// the broker, in the middle of whatever the disk was doing. `fate` decides for each 4 KiB
     /// block written since the device's last cache flush whether it reached the media whole, not
     /// at all, or torn; returns what the copy kept, lost and tore.
-    fn power_loss_copy(&self, to: &Path, fate: impl FnMut() -> Fate) -> Option<CacheLoss> {
+    ///
+    /// `while_locked` runs with the device's lock held, after the power went (volatile cache
+    /// only); on the other model it is not called.
+    fn power_loss_copy(
+        &self,
+        to: &Path,
+        fate: impl FnMut() -> Fate,
+        while_locked: impl FnOnce(),
+    ) -> Option<CacheLoss> {
         if let Some((disk, _)) = &self.volatile {
             let loss = disk
-                .lose_power(to, fate)
+                .lose_power(to, fate, while_locked)
                 .unwrap_or_else(|e| panic!("copy the volatile disk to {}: {e}", to.display()));
             return Some(loss);
         }
@@ -3376,7 +3384,7 @@ impl LoopDisk {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let _ = fate;
+        let _ = (fate, while_locked);
         run_ok(
             Command::new("cp")
                 .arg("--sparse=always")
@@ -3437,6 +3445,12 @@ impl Drop for LoopDisk {
 fn freeze(pid: i32) -> Instant {
     // SAFETY: kill(2) on our own child, not reaped yet (the caller holds its `Broker`).
     unsafe { libc::kill(pid, libc::SIGSTOP) };
+    wait_for_threads(pid, &["T", "t"])
+}
+
+/// Waits (at most [`WAIT_LIMIT`]) until every thread of `pid` is in one of the `/proc` states
+/// `states`; returns the moment they were.
+fn wait_for_threads(pid: i32, states: &[&str]) -> Instant {
     let deadline = Instant::now() + WAIT_LIMIT;
     loop {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/<pid>/task");
@@ -3446,7 +3460,7 @@ fn freeze(pid: i32) -> Instant {
                 // "tid (comm) S ...": the state follows the last ')' (comm may hold anything).
                 let end = stat.rfind(')')? + 1;
                 let state = stat[end..].split_whitespace().next()?;
-                (state != "T" && state != "t").then(|| stat[..end].to_string())
+                (!states.contains(&state)).then(|| stat[..end].to_string())
             })
             .collect();
         if running.is_empty() {
@@ -3454,7 +3468,7 @@ fn freeze(pid: i32) -> Instant {
         }
         assert!(
             Instant::now() < deadline,
-            "threads of {pid} still not stopped {WAIT_LIMIT:?} after SIGSTOP: {running:?}"
+            "threads of {pid} still not in {states:?} {WAIT_LIMIT:?} after SIGSTOP: {running:?}"
         );
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -3553,12 +3567,21 @@ impl PowerLossRig {
         };
         let (at, loss) = if self.cache == Cache::Volatile {
             let at = Instant::now();
-            let loss = disk.power_loss_copy(&next, fate);
-            freeze(pid);
+            // The stop is sent while the dead device still holds every request, and the lock is
+            // let go only once each thread has stopped or waits in the kernel (on the device,
+            // say): by then the stop is pending on all of them, so a call the device now fails
+            // returns to a thread that stops before it runs again. The broker never acts on the
+            // failures (no read-only turn, no SIGBUS of a failed page fault to die of).
+            let loss = disk.power_loss_copy(&next, fate, || {
+                // SAFETY: kill(2) on our own child, not reaped yet (the caller holds its `Broker`).
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                wait_for_threads(pid, &["T", "t", "D"]);
+            });
+            wait_for_threads(pid, &["T", "t"]);
             (at, loss)
         } else {
             let at = freeze(pid);
-            (at, disk.power_loss_copy(&next, fate))
+            (at, disk.power_loss_copy(&next, fate, || {}))
         };
         if let Some(loss) = loss {
             // The model is wired: the file system's flushes reach it.

@@ -14,12 +14,16 @@
 //! now would leave it: each such block independently reached the media (its current content),
 //! did not (its durable content), or was torn — a prefix of its 512-byte sectors written, the
 //! rest not, as a drive with 512-byte sectors may leave it — the [`Fate`] chosen by the caller's
-//! seeded coin. What was written before the last completed flush always survives. After that copy the device is
-//! gone: every request fails with EIO, so nothing the broker does after the power loss — a
+//! seeded coin. What was written before the last completed flush always survives. After that
+//! copy the device is gone: every read, write and flush fails with EIO (pages the kernel has
+//! cached are still read from its cache), so nothing the broker does after the power loss — a
 //! flush completing, an acknowledgement resting on it — can rest on a flush the copy does not
 //! hold. So the copy may be taken at any moment, with flushes in flight. Not modelled: a sector
-//! torn inside itself (512 bytes are taken as atomic, as drives promise), and reordering across
-//! a flush (a real cache may not do that either).
+//! torn inside itself (512 bytes are taken as atomic, as drives promise); a block written twice
+//! since the flush reaching the media in its middle version; a tear other than a prefix of
+//! sectors; block 0 torn (it holds the ext4 superblock, whose checksum a tear breaks: a real
+//! boot would stop at the file system, before the broker — so block 0 is lost instead); and
+//! reordering across a flush (a real cache may not do that either).
 //!
 //! Invariant: the undo map holds, for exactly the blocks written since the last `fsync`, their
 //! content at that `fsync`; a copy is made under the same lock the server writes under, so no
@@ -69,6 +73,9 @@ impl State {
     fn write(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         if self.dead {
             return Err(std::io::Error::other("the power is off"));
+        }
+        if data.is_empty() {
+            return Ok(());
         }
         let end = offset + data.len() as u64;
         if end > self.size {
@@ -271,7 +278,8 @@ impl Filesystem for Server {
 }
 
 /// A mounted volatile disk (module docs). Unmounted (lazily) when dropped; whoever put a loop
-/// device on the image detaches it first.
+/// device on the image detaches it first. The server's thread is not joined: it ends when the
+/// kernel closes the mount's connection, once nothing holds the image open.
 pub struct VolatileDisk {
     state: Arc<Mutex<State>>,
     mnt: PathBuf,
@@ -285,7 +293,8 @@ pub enum Fate {
     Kept,
     /// It did not: its durable content stays.
     Lost,
-    /// Its first this many sectors (1 to 7) reached the media, the rest did not.
+    /// Its first this many sectors (1 to 7) reached the media, the rest did not. Block 0 is lost
+    /// instead (module docs).
     Torn(usize),
 }
 
@@ -341,12 +350,14 @@ impl VolatileDisk {
 
     /// Cuts the power: writes the disk as the power loss leaves it to `to` (a sparse file) —
     /// blocks written before the last flush as they are, and each block written since as
-    /// `fate()` says (in block order) — and from then on fails every request. The copy is taken
-    /// under the server's lock, so no request lands half in it.
+    /// `fate()` says (in block order) — and from then on fails every read, write and flush. The
+    /// copy is taken under the server's lock, so no request lands half in it; `while_locked` runs
+    /// after it, still under the lock, while every request to the device waits.
     pub fn lose_power(
         &self,
         to: &Path,
         mut fate: impl FnMut() -> Fate,
+        while_locked: impl FnOnce(),
     ) -> std::io::Result<CacheLoss> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.dead = true;
@@ -365,6 +376,10 @@ impl VolatileDisk {
         for (b, durable) in blocks {
             match fate() {
                 Fate::Kept => loss.kept += 1,
+                Fate::Torn(_) if *b == 0 => {
+                    out.write_all_at(durable, 0)?;
+                    loss.lost += 1;
+                }
                 Fate::Lost => {
                     out.write_all_at(durable, b * BLOCK)?;
                     loss.lost += 1;
@@ -377,6 +392,7 @@ impl VolatileDisk {
                 }
             }
         }
+        while_locked();
         Ok(loss)
     }
 }

@@ -8,8 +8,8 @@
 //!
 //! Invariant: every parked request is resumed exactly once — when its queue's max offset passes
 //! its wake offset, or at its deadline. [`hold`] picks both, so that a pull is never parked with
-//! its wake condition already true (it would be resumed at once, and its client, answered
-//! PULL_NOT_FOUND, would pull again without pause).
+//! its wake condition already true (it would be resumed at once; on a slave that keeps the
+//! consumer's offset, its client, answered PULL_NOT_FOUND, would pull again without pause).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -53,9 +53,12 @@ pub const LONG_POLLING_RECHECK: Duration = Duration::from_secs(5);
 /// Usually the pull is at the max (nothing newer yet) and waits for the next message or `wait`.
 /// But a pull below the max can find nothing too (OFFSET_FOUND_NULL: the units under it are gone,
 /// say a ConsumeQueue file retention deleted under it). RocketMQ parks it like any other, and its
-/// hold service resumes it at the next check, as the queue is already past its offset: one
-/// answer per 5 s (long polling) or per `shortPollingTimeMills`. So here: it waits for a message
-/// beyond the current max, or for `recheck` (the re-check period) if that is shorter.
+/// hold service resumes it at its next check (0–5 s later with long polling, as the checks run
+/// on their own clock), since the queue is already past its offset. A master's answer then moves
+/// the consumer to the next file; a slave without `offsetCheckInSlave` keeps its offset, so the
+/// consumer asks again — once per check, not in a tight loop. Here it waits for a message beyond
+/// the current max, or one whole re-check period `recheck` (if shorter than `wait`): the same
+/// bound, without a free-running clock.
 pub fn hold(offset: u64, max_offset: u64, wait: Duration, recheck: Duration) -> (u64, Duration) {
     if max_offset > offset {
         (max_offset, wait.min(recheck))
