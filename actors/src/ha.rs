@@ -82,6 +82,8 @@ pub struct HaState {
     /// `Waker` protocol): a burst of appends wakes the connections once.
     data_flag: Arc<AtomicBool>,
     data: Notify,
+    /// The broker is stopping ([`HaState::close`]): no slave will acknowledge anything more.
+    closed: AtomicBool,
 }
 
 impl HaState {
@@ -106,6 +108,15 @@ impl HaState {
         self.connections.load(Ordering::Acquire)
     }
 
+    /// The broker is stopping and its HA tasks with it: SYNC_MASTER waits end now (FLUSH_SLAVE_TIMEOUT:
+    /// the message is stored, its replication unconfirmed) instead of at `slaveTimeout`, and
+    /// later ones get SLAVE_NOT_AVAILABLE at once. A slave that only drops its connection does
+    /// not end a wait: it may connect again and acknowledge within the timeout, as in RocketMQ.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ack_changed.notify_waiters();
+    }
+
     fn ack(&self, offset: u64) {
         if self.acked.fetch_max(offset, Ordering::AcqRel) < offset {
             self.ack_changed.notify_waiters();
@@ -117,7 +128,10 @@ impl HaState {
     /// or more behind; else waits up to `timeout` for an ack reaching `end`, then
     /// FLUSH_SLAVE_TIMEOUT. The message is stored either way.
     pub async fn wait_replicated(&self, end: u64, timeout: Duration, max_gap: u64) -> PutStatus {
-        if self.connections() == 0 || end.saturating_sub(self.acked()) >= max_gap {
+        if self.closed.load(Ordering::Acquire)
+            || self.connections() == 0
+            || end.saturating_sub(self.acked()) >= max_gap
+        {
             return PutStatus::SlaveNotAvailable;
         }
         let deadline = tokio::time::Instant::now() + timeout;
@@ -127,6 +141,9 @@ impl HaState {
             changed.as_mut().enable();
             if self.acked() >= end {
                 return PutStatus::PutOk;
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return PutStatus::FlushSlaveTimeout;
             }
             tokio::select! {
                 _ = &mut changed => {}
@@ -465,5 +482,66 @@ async fn report_to_master(
             // The reading half is gone: so is the connection.
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stop answers the SYNC_MASTER waits at once; time is paused, so only `close` can end the
+    /// wait before its 60 s.
+    #[tokio::test(start_paused = true)]
+    async fn closing_ends_the_waits_for_a_slave_and_refuses_new_ones() {
+        let state = HaState::new();
+        let _slave = Connected::new(&state);
+        state.ack(100);
+        let waiting = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                state
+                    .wait_replicated(200, Duration::from_secs(60), 1 << 30)
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "waits for an ack reaching 200");
+        state.close();
+        let status = tokio::time::timeout(Duration::from_millis(1), waiting)
+            .await
+            .expect("answered at once, not at the 60 s timeout")
+            .unwrap();
+        assert_eq!(status, PutStatus::FlushSlaveTimeout);
+        assert_eq!(
+            state
+                .wait_replicated(100, Duration::from_secs(60), 1 << 30)
+                .await,
+            PutStatus::SlaveNotAvailable,
+            "after the close no send waits"
+        );
+    }
+
+    /// Without a close, a wait runs to its timeout, and an ack ends it.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_with_the_ack_or_the_timeout() {
+        let state = HaState::new();
+        let _slave = Connected::new(&state);
+        let acked = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                state
+                    .wait_replicated(50, Duration::from_secs(3), 1 << 30)
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        state.ack(50);
+        assert_eq!(acked.await.unwrap(), PutStatus::PutOk);
+        assert_eq!(
+            state
+                .wait_replicated(80, Duration::from_secs(3), 1 << 30)
+                .await,
+            PutStatus::FlushSlaveTimeout
+        );
     }
 }

@@ -395,7 +395,9 @@ impl BrokerHandle {
     /// remove the abort file so the next start takes the normal recovery path.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.accept.abort();
-        // Replication first: a slave stops appending, a master stops serving its slaves.
+        // Replication first: a slave stops appending, a master stops serving its slaves, and the
+        // sends waiting for a slave's ack are answered now, not at `slaveTimeout`.
+        self.store.ha().close();
         self.ha.stop();
         if let Some(m) = &self.metrics {
             m.stop().await;
