@@ -152,6 +152,8 @@ fn seed_for(test: &str) -> u64 {
 struct Cleanup {
     pids: Mutex<Vec<i32>>,
     mounts: Mutex<Vec<PathBuf>>,
+    /// FUSE connections this process serves ([`VolatileDisk::connection`]).
+    fuse: Mutex<Vec<u32>>,
 }
 
 impl Cleanup {
@@ -167,7 +169,17 @@ impl Cleanup {
     fn remove_mount(&self, p: &Path) {
         self.mounts.lock().unwrap().retain(|m| m != p);
     }
-    /// The timeout path: SIGKILL every registered (still unreaped) child, lazily unmount.
+    fn add_fuse(&self, connection: u32) {
+        self.fuse.lock().unwrap().push(connection);
+    }
+    fn remove_fuse(&self, connection: u32) {
+        self.fuse.lock().unwrap().retain(|c| *c != connection);
+    }
+    /// The timeout path: SIGKILL every registered (still unreaped) child, lazily unmount, and
+    /// abort the FUSE connections this process serves. A lazy unmount keeps a connection alive
+    /// while the loop device holds its file, and a thread of ours left waiting on it (through the
+    /// loop device) would keep this process from ever exiting once the server thread is gone:
+    /// aborted, every request fails at once.
     fn emergency(&self) {
         for pid in self.pids.lock().unwrap().iter() {
             // SAFETY: plain kill(2) on a child of ours that has not been reaped yet (a pid is
@@ -176,6 +188,9 @@ impl Cleanup {
         }
         for m in self.mounts.lock().unwrap().iter() {
             let _ = Command::new("umount").arg("-l").arg(m).status();
+        }
+        for c in self.fuse.lock().unwrap().iter() {
+            volatile_disk::abort_connection(*c);
         }
     }
 }
@@ -3325,6 +3340,7 @@ impl LoopDisk {
             let disk = VolatileDisk::mount(img, &at)
                 .unwrap_or_else(|e| panic!("serve {} over FUSE: {e}", img.display()));
             cleanup.add_mount(&at);
+            cleanup.add_fuse(disk.connection());
             (disk, at)
         });
         let device = match &volatile {
@@ -3430,6 +3446,7 @@ impl Drop for LoopDisk {
     fn drop(&mut self) {
         unmount(&self.cleanup, &self.mnt);
         if let Some((disk, at)) = self.volatile.take() {
+            self.cleanup.remove_fuse(disk.connection());
             drop(disk);
             self.cleanup.remove_mount(&at);
         }
@@ -3770,6 +3787,34 @@ fn power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message()
             ("MESSAGEINDEXSAFE", "true"),
         ],
     );
+}
+
+/// The timeout path's way out ([`Cleanup::emergency`]): an aborted FUSE connection fails every
+/// request at once, so nothing waiting on the volatile disk can hang this process's exit.
+#[test]
+fn an_aborted_volatile_disk_fails_every_request() {
+    if let Some(why) = power_loss_unavailable(Cache::Volatile) {
+        eprintln!("an_aborted_volatile_disk_fails_every_request: SKIPPED: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let backing = tmp.path().join("backing.img");
+    std::fs::write(&backing, vec![7u8; 8192]).expect("backing file");
+    let disk = VolatileDisk::mount(&backing, &tmp.path().join("fuse")).expect("serve over FUSE");
+    let mut buf = [0u8; 16];
+    let image = std::fs::File::open(disk.image()).expect("open the image");
+    use std::os::unix::fs::FileExt;
+    image.read_exact_at(&mut buf, 4096).expect("read it");
+    assert_eq!(buf, [7u8; 16]);
+    volatile_disk::abort_connection(disk.connection());
+    let err = std::fs::OpenOptions::new()
+        .write(true)
+        .open(disk.image())
+        .and_then(|f| f.write_all_at(&buf, 0))
+        .expect_err("no request goes through an aborted connection");
+    eprintln!("after the abort: {err}");
+    drop(image);
+    drop(disk);
 }
 
 /// SYNC_FLUSH on a device with a volatile write cache ([`VolatileDisk`]): what the device took

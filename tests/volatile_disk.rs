@@ -283,6 +283,8 @@ impl Filesystem for Server {
 pub struct VolatileDisk {
     state: Arc<Mutex<State>>,
     mnt: PathBuf,
+    /// The kernel's id of the mount's FUSE connection (the minor of its device number).
+    connection: u32,
     session: Option<fuser::BackgroundSession>,
 }
 
@@ -336,11 +338,21 @@ impl VolatileDisk {
             fuser::MountOption::RW,
         ];
         let session = fuser::spawn_mount(Server(state.clone()), mnt, &config)?;
+        let connection = {
+            use std::os::unix::fs::MetadataExt;
+            libc::minor(std::fs::metadata(mnt)?.dev())
+        };
         Ok(VolatileDisk {
             state,
             mnt: mnt.to_path_buf(),
+            connection,
             session: Some(session),
         })
+    }
+
+    /// The kernel's id of this mount's FUSE connection, for [`abort_connection`].
+    pub fn connection(&self) -> u32 {
+        self.connection
     }
 
     /// The image a loop device goes on.
@@ -395,6 +407,21 @@ impl VolatileDisk {
         while_locked();
         Ok(loss)
     }
+}
+
+/// Aborts FUSE connection `connection` (`/sys/fs/fuse/connections/<id>/abort`, mounting the
+/// control file system there first if it is not): every pending and later request on it fails
+/// at once. For a test that timed out: see `Cleanup::emergency` in `durability.rs`.
+pub fn abort_connection(connection: u32) {
+    let ctl = Path::new("/sys/fs/fuse/connections");
+    let abort = ctl.join(connection.to_string()).join("abort");
+    if !abort.exists() {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "fusectl", "fusectl"])
+            .arg(ctl)
+            .status();
+    }
+    let _ = std::fs::write(abort, "1");
 }
 
 /// Copies the data ranges of `from` (below `size`) into `to` at the same offsets.
