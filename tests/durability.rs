@@ -3870,6 +3870,24 @@ fn power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message(
     );
 }
 
+/// The same on a device with a volatile write cache ([`VolatileDisk`]): the group committer's
+/// `pwrite` of a buffer reaches the device only with the `fdatasync` after it.
+#[test]
+fn power_loss_with_a_volatile_disk_cache_under_sync_flush_with_write_buffers_loses_no_acknowledged_message(
+) {
+    power_loss_loses_nothing_acknowledged(
+        "power_loss_with_a_volatile_disk_cache_under_sync_flush_with_write_buffers_loses_no_acknowledged_message",
+        Fs::Journaled,
+        Cache::Volatile,
+        &[
+            ("FLUSHDISKTYPE", "SYNC_FLUSH"),
+            ("TRANSIENTSTOREPOOLENABLE", "true"),
+            ("TRANSIENTSTOREPOOLSIZE", "2"),
+            ("MAPPEDFILESIZECOMMITLOG", "524288"),
+        ],
+    );
+}
+
 /// Slack on top of the flush (and commit) intervals for ASYNC_FLUSH's loss window: the flush
 /// that follows an append may start up to one interval later and takes its own time, on a loop
 /// device over a shared disk.
@@ -4389,9 +4407,26 @@ async fn await_deliveries(
 /// starts after queue 0's records and never sees them.
 #[test]
 fn power_loss_keeps_the_messages_of_a_queue_that_went_quiet() {
-    const NAME: &str = "power_loss_keeps_the_messages_of_a_queue_that_went_quiet";
-    bounded(NAME, Duration::from_secs(120), move |cleanup| {
-        let Some((mut rig, seed, mut rng)) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled)
+    power_loss_keeps_a_quiet_queue(
+        "power_loss_keeps_the_messages_of_a_queue_that_went_quiet",
+        Cache::Kept,
+    );
+}
+
+/// The same on a device with a volatile write cache ([`VolatileDisk`]): the checkpoint's logics
+/// time may count only ConsumeQueue units a device flush has covered, not ones merely written.
+#[test]
+fn power_loss_with_a_volatile_disk_cache_keeps_the_messages_of_a_queue_that_went_quiet() {
+    power_loss_keeps_a_quiet_queue(
+        "power_loss_with_a_volatile_disk_cache_keeps_the_messages_of_a_queue_that_went_quiet",
+        Cache::Volatile,
+    );
+}
+
+fn power_loss_keeps_a_quiet_queue(name: &'static str, cache: Cache) {
+    bounded(name, Duration::from_secs(120), move |cleanup| {
+        let Some((mut rig, seed, mut rng)) =
+            PowerLossRig::for_test_with(&cleanup, name, Fs::Journaled, cache)
         else {
             return;
         };
@@ -4438,17 +4473,17 @@ fn power_loss_keeps_the_messages_of_a_queue_that_went_quiet() {
             .expect("the broker exits after SIGKILL");
         drop(broker);
         rig.boot();
-        let mut broker = start_after_power_loss(&cleanup, &env, NAME);
+        let mut broker = start_after_power_loss(&cleanup, &env, name);
         let recovered = log_line(&broker, "store recovered").unwrap_or_default();
         let files = commit_log_files_with_data(&root);
         assert!(
             files >= 6,
             "the load filled {files} CommitLog files of 1 MiB"
         );
-        let wire = rt.block_on(verify(&broker.addr, &ledger, NAME));
+        let wire = rt.block_on(verify(&broker.addr, &ledger, name));
         broker.stop_cleanly();
         eprintln!(
-            "{NAME}: seed {seed}; 50 to queue 0, then {acked} to queues 1-3 over {files} files; \
+            "{name}: seed {seed}; 50 to queue 0, then {acked} to queues 1-3 over {files} files; \
              {recovered}"
         );
         assert_offline_counts(&root, CQ_FILE_SIZE, &wire);
