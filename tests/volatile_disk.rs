@@ -338,9 +338,18 @@ impl VolatileDisk {
             fuser::MountOption::RW,
         ];
         let session = fuser::spawn_mount(Server(state.clone()), mnt, &config)?;
+        // The FUSE super block's device: anonymous (major 0), its minor the id fusectl names
+        // the connection by. `spawn_mount` returns after the kernel's INIT, so it is mounted.
         let connection = {
             use std::os::unix::fs::MetadataExt;
-            libc::minor(std::fs::metadata(mnt)?.dev())
+            let dev = std::fs::metadata(mnt)?.dev();
+            if libc::major(dev) != 0 {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a FUSE mount after mounting it (device {dev:#x})",
+                    mnt.display()
+                )));
+            }
+            libc::minor(dev)
         };
         Ok(VolatileDisk {
             state,
@@ -414,14 +423,18 @@ impl VolatileDisk {
 /// at once. For a test that timed out: see `Cleanup::emergency` in `durability.rs`.
 pub fn abort_connection(connection: u32) {
     let ctl = Path::new("/sys/fs/fuse/connections");
-    let abort = ctl.join(connection.to_string()).join("abort");
-    if !abort.exists() {
+    let mounted = std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+        m.lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("fusectl"))
+    });
+    if !mounted {
         let _ = std::process::Command::new("mount")
             .args(["-t", "fusectl", "fusectl"])
             .arg(ctl)
             .status();
     }
-    let _ = std::fs::write(abort, "1");
+    // Gone already (the connection ended) is fine: there is nothing left to abort.
+    let _ = std::fs::write(ctl.join(connection.to_string()).join("abort"), "1");
 }
 
 /// Copies the data ranges of `from` (below `size`) into `to` at the same offsets.

@@ -534,14 +534,21 @@ mod tests {
                     .await
             })
         };
-        tokio::task::yield_now().await;
+        // Paused time moves only once every task is parked: the wait is asleep when the ack
+        // comes, 1 s in, and the ack's wake ends it then.
+        let start = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!acked.is_finished(), "still waiting before the ack");
         state.ack(50);
         assert_eq!(acked.await.unwrap(), PutStatus::PutOk);
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        let start = tokio::time::Instant::now();
         assert_eq!(
             state
                 .wait_replicated(80, Duration::from_secs(3), 1 << 30)
                 .await,
             PutStatus::FlushSlaveTimeout
         );
+        assert_eq!(start.elapsed(), Duration::from_secs(3), "the whole timeout");
     }
 }
