@@ -3371,26 +3371,8 @@ impl LoopDisk {
     /// 30 s, or memory pressure) can still mix into it; the tests keep their data young and
     /// small, and such a write only makes the copy keep more.
     ///
-    /// With a volatile cache the copy is taken at once, without that wait, and the device is
-    /// gone after it ([`VolatileDisk::lose_power`]): the caller cuts the power *before* freezing
-    /// the broker, in the middle of whatever the disk was doing. `fate` decides for each 4 KiB
-    /// block written since the device's last cache flush whether it reached the media whole, not
-    /// at all, or torn; returns what the copy kept, lost and tore.
-    ///
-    /// `while_locked` runs with the device's lock held, after the power went (volatile cache
-    /// only); on the other model it is not called.
-    fn power_loss_copy(
-        &self,
-        to: &Path,
-        fate: impl FnMut() -> Fate,
-        while_locked: impl FnOnce(),
-    ) -> Option<CacheLoss> {
-        if let Some((disk, _)) = &self.volatile {
-            let loss = disk
-                .lose_power(to, fate, while_locked)
-                .unwrap_or_else(|e| panic!("copy the volatile disk to {}: {e}", to.display()));
-            return Some(loss);
-        }
+    /// A volatile disk is copied by [`VolatileDisk::lose_power`] instead, at once.
+    fn power_loss_copy(&self, to: &Path) {
         if let Some(dev) = loop_device_of(&self.mnt) {
             let inflight = format!("/sys/block/{dev}/inflight");
             let deadline = Instant::now() + Duration::from_secs(2);
@@ -3401,14 +3383,17 @@ impl LoopDisk {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        let _ = (fate, while_locked);
         run_ok(
             Command::new("cp")
                 .arg("--sparse=always")
                 .arg(&self.img)
                 .arg(to),
         );
-        None
+    }
+
+    /// The cache model under the file system, with [`Cache::Volatile`].
+    fn volatile(&self) -> Option<&VolatileDisk> {
+        self.volatile.as_ref().map(|(disk, _)| disk)
     }
 }
 
@@ -3595,40 +3580,39 @@ impl PowerLossRig {
     fn cut_power(&mut self, pid: i32) -> Instant {
         let next = self.dir.join(format!("disk-{}.img", self.images));
         let disk = self.disk.as_ref().expect("a mounted disk");
+        let Some(volatile) = disk.volatile() else {
+            let at = freeze(pid);
+            disk.power_loss_copy(&next);
+            return at;
+        };
         let coin = &mut self.coin;
-        let lose_all = self.cache == Cache::Volatile && coin.below(3) == 0;
+        let lose_all = coin.below(3) == 0;
         let fate = || match coin.below(3) {
             _ if lose_all => Fate::Lost,
             0 => Fate::Kept,
             1 => Fate::Lost,
             _ => Fate::Torn(1 + coin.below(7) as usize),
         };
-        let (at, loss) = if self.cache == Cache::Volatile {
-            let at = Instant::now();
-            // The stop is sent while the dead device still holds every request, and the lock is
-            // let go only once each thread has stopped or waits in the kernel (on the device,
-            // say): by then the stop is pending on all of them, so a call the device now fails
-            // returns to a thread that stops before it runs again. The broker never acts on the
-            // failures (no read-only turn, no SIGBUS of a failed page fault to die of).
-            let loss = disk.power_loss_copy(&next, fate, || {
+        let at = Instant::now();
+        // The stop is sent while the dead device still holds every request, and the lock is let
+        // go only once each thread has stopped or waits in the kernel (on the device, say): by
+        // then the stop is pending on all of them, so a call the device now fails returns to a
+        // thread that stops before it runs again. The broker never acts on the failures (no
+        // read-only turn, no SIGBUS of a failed page fault to die of).
+        let loss = volatile
+            .lose_power(&next, fate, || {
                 // SAFETY: kill(2) on our own child, not reaped yet (the caller holds its `Broker`).
                 unsafe { libc::kill(pid, libc::SIGSTOP) };
                 wait_for_threads(pid, &["T", "t", "D"]);
-            });
-            wait_for_threads(pid, &["T", "t"]);
-            (at, loss)
-        } else {
-            let at = freeze(pid);
-            (at, disk.power_loss_copy(&next, fate, || {}))
-        };
-        if let Some(loss) = loss {
-            // The model is wired: the file system's flushes reach it.
-            assert!(
-                loss.flushes > 0,
-                "no cache flush reached the volatile disk since it was mounted: {loss:?}"
-            );
-            self.losses.push(loss);
-        }
+            })
+            .unwrap_or_else(|e| panic!("copy the volatile disk to {}: {e}", next.display()));
+        wait_for_threads(pid, &["T", "t"]);
+        // The model is wired: the file system's flushes reach it.
+        assert!(
+            loss.flushes > 0,
+            "no cache flush reached the volatile disk since it was mounted: {loss:?}"
+        );
+        self.losses.push(loss);
         at
     }
 

@@ -108,9 +108,9 @@ impl HaState {
         self.connections.load(Ordering::Acquire)
     }
 
-    /// The broker is stopping and its HA tasks with it: SYNC_MASTER waits end now (FLUSH_SLAVE_TIMEOUT:
-    /// the message is stored, its replication unconfirmed) instead of at `slaveTimeout`, and
-    /// later ones get SLAVE_NOT_AVAILABLE at once. A slave that only drops its connection does
+    /// The broker is stopping and its HA tasks with it: SYNC_MASTER waits end now
+    /// (FLUSH_SLAVE_TIMEOUT: the message is stored, its replication unconfirmed) instead of at
+    /// `slaveTimeout`, and later ones get SLAVE_NOT_AVAILABLE at once. A slave that only drops its connection does
     /// not end a wait: it may connect again and acknowledge within the timeout, as in RocketMQ.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -489,6 +489,16 @@ async fn report_to_master(
 mod tests {
     use super::*;
 
+    /// A SYNC_MASTER wait for an ack reaching `end`, on its own task.
+    fn spawn_wait(
+        state: &Arc<HaState>,
+        end: u64,
+        timeout: Duration,
+    ) -> tokio::task::JoinHandle<PutStatus> {
+        let state = state.clone();
+        tokio::spawn(async move { state.wait_replicated(end, timeout, 1 << 30).await })
+    }
+
     /// A stop answers the SYNC_MASTER waits at once; time is paused, so only `close` can end the
     /// wait before its 60 s.
     #[tokio::test(start_paused = true)]
@@ -496,14 +506,7 @@ mod tests {
         let state = HaState::new();
         let _slave = Connected::new(&state);
         state.ack(100);
-        let waiting = {
-            let state = state.clone();
-            tokio::spawn(async move {
-                state
-                    .wait_replicated(200, Duration::from_secs(60), 1 << 30)
-                    .await
-            })
-        };
+        let waiting = spawn_wait(&state, 200, Duration::from_secs(60));
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "waits for an ack reaching 200");
         state.close();
@@ -526,14 +529,7 @@ mod tests {
     async fn a_wait_ends_with_the_ack_or_the_timeout() {
         let state = HaState::new();
         let _slave = Connected::new(&state);
-        let acked = {
-            let state = state.clone();
-            tokio::spawn(async move {
-                state
-                    .wait_replicated(50, Duration::from_secs(3), 1 << 30)
-                    .await
-            })
-        };
+        let acked = spawn_wait(&state, 50, Duration::from_secs(3));
         // Paused time moves only once every task is parked: the wait is asleep when the ack
         // comes, 1 s in, and the ack's wake ends it then.
         let start = tokio::time::Instant::now();
