@@ -328,7 +328,7 @@ async fn send_to_slave(
     let mut last_write = Instant::now();
     loop {
         loop {
-            state.data_flag.store(false, Ordering::Release);
+            crate::store::wake::clear(&state.data_flag);
             let len = ha::chunk_len(at, view.max_offset(), p.file_size, p.batch);
             if len == 0 {
                 break;
@@ -364,7 +364,7 @@ async fn send_to_slave(
         // as pending while nobody would act on it: one SYNC_MASTER send per 10 s run of
         // `bench produce --mode sync` waited out IDLE_POLL (max 101 ms in 4 runs of 4; no such
         // wait in 8 runs after; README, "Replication").
-        state.data_flag.store(false, Ordering::SeqCst);
+        crate::store::wake::clear(&state.data_flag);
         if view.max_offset() > at {
             continue;
         }

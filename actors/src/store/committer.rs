@@ -197,7 +197,7 @@ impl Service for Committer {
 impl Serve<CommitWake> for Committer {
     type Reply = ();
     fn serve(&mut self, _: CommitWake, _: &mut Context<Metered<Self>>) {
-        self.woken.store(false, Ordering::Release);
+        super::wake::clear(&self.woken);
         self.step();
     }
 }

@@ -451,7 +451,7 @@ impl Service for Flusher {
 impl Serve<FlushWake> for Flusher {
     type Reply = ();
     fn serve(&mut self, _: FlushWake, _: &mut Context<Metered<Self>>) {
-        self.woken.store(false, Ordering::Release);
+        super::wake::clear(&self.woken);
         if !self.timed {
             self.step();
         }

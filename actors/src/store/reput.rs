@@ -257,7 +257,7 @@ impl Service for ReputDispatcher {
 impl Serve<Wake> for ReputDispatcher {
     type Reply = ();
     fn serve(&mut self, _: Wake, ctx: &mut Context<Metered<Self>>) {
-        self.woken.store(false, Ordering::Release);
+        super::wake::clear(&self.woken);
         self.pump(ctx);
     }
 }

@@ -4,10 +4,14 @@
 //! safety net). RocketMQ's `ServiceThread.wakeup()` (spec §7.7) does the same with a flag and a
 //! latch.
 //!
-//! Protocol: the sender sets the shared flag and sends only when it was clear; the target clears
-//! the flag *before* doing its work, so a wake that arrives during the work is not lost.
+//! Protocol: the sender publishes its new position, then sets the shared flag and sends only when
+//! it was clear; the target clears the flag ([`clear`]) *before* it reads the position, so a wake
+//! that arrives during the work is not lost. Both sides put a SeqCst fence between their store
+//! and their load: it is the store-buffering pattern, and without the fences (on x86 a plain
+//! `store(false)` is a `MOV` that later loads may pass) the target could read the old position
+//! while the sender still saw the flag set, and the wake was lost until the target's own tick.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 
 use actix::dev::ToEnvelope;
@@ -43,12 +47,23 @@ impl Waker {
         }
     }
 
-    /// Sends the wake unless one is already pending. No allocation, no lock.
+    /// Sends the wake unless one is already pending. No allocation, no lock. Called after the
+    /// caller published what the target is to look at.
     #[inline]
     pub fn wake(&self) {
+        // Orders the caller's publication before the read of the flag (see the module docs).
+        fence(Ordering::SeqCst);
         if !self.flag.swap(true, Ordering::AcqRel) && !(self.notify)() {
             // Mailbox full or target gone: let the next wake try again.
             self.flag.store(false, Ordering::Release);
         }
     }
+}
+
+/// The target's side: clears its pending-wake flag, ordered before every load that follows (the
+/// position it is about to read), so a wake sent after that read is not taken as still pending.
+#[inline]
+pub fn clear(flag: &AtomicBool) {
+    flag.store(false, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
 }
