@@ -138,9 +138,10 @@ impl CommitLog {
         log
     }
 
-    /// The next [`recover`](Self::recover) follows a possible power loss (an abort file from
-    /// another boot): a page of a record may be torn, not only the end of the data. Not after a
-    /// process death on this boot or a clean stop, whose pages are all there.
+    /// The next [`recover`](Self::recover) follows an abnormal stop: a page of a record may be
+    /// torn, not only the end of the data. After a power loss any unsynced page may be missing;
+    /// after a process death the last `pwrite` of a commit may have stopped at a page boundary
+    /// (SIGKILL interrupts a buffered write between pages). Not after a clean stop.
     pub fn expect_torn_pages(&mut self, yes: bool) {
         self.torn_pages = yes;
     }

@@ -1,8 +1,9 @@
 //! The broker: remoting server, request handling, metadata, client registry, long polling, the
 //! embedded name server and the registration with name servers.
 //!
-//! [`start`] brings a broker up in this order: take the store lock → open and recover the store →
-//! load metadata → start the client registry, long polling and request processor → listen →
+//! [`start`] brings a broker up in this order: take the store lock → write the abort file (after a
+//! clean stop; one left by a crash stays as it is until recovery is done) → open and recover the
+//! store → write the abort file for this run → load metadata → start the client registry, long polling and request processor → listen →
 //! start (or not) the embedded name server → serve `/metrics` ([`crate::metrics`]) → register with
 //! the name servers. [`BrokerHandle::stop`] reverses it: stop accepting (requests and scrapes),
 //! unregister, persist metadata, flush and close the store, remove the abort file, release the
@@ -130,6 +131,13 @@ pub async fn start(
             h.try_notify(MessagesArrived(arrivals));
         }
     });
+    if previous == PreviousRun::Clean {
+        // Before the store starts the actors that write (delayed delivery, retention): a power
+        // loss after their first write must find the abort file. An abort file left by a crash
+        // is kept as it is through recovery instead: rewritten now, it would name this boot, and
+        // a start killed during recovery would be taken for a mere process death.
+        create_abort_file(&root)?;
+    }
     let store = Arc::new(Store::open_with(params, clock.clone(), Some(hook), previous).await?);
     create_abort_file(&root)?;
     tracing::info!(

@@ -134,6 +134,7 @@ pub struct StoreParams {
     /// SYNC_FLUSH: acknowledge only flushed messages, dispatch only flushed bytes.
     pub sync_flush: bool,
     pub sync_flush_timeout: Duration,
+    /// `messageIndexSafe`; it counts only with `messageIndexEnable` ([`StoreParams::index_safe`]).
     pub message_index_safe: bool,
     /// `diskSpaceWarningLevelRatio`: refuse writes above this used percentage...
     pub disk_warning_pct: u32,
@@ -154,6 +155,14 @@ pub struct StoreParams {
 }
 
 impl StoreParams {
+    /// Whether abnormal recovery starts no later than the checkpoint's index time, as RocketMQ's
+    /// `recoverAbnormally` does only when both `messageIndexEnable` and `messageIndexSafe` are
+    /// on: without an index that time is never written (0 on a new store), and every abnormal
+    /// start would scan and re-dispatch the whole CommitLog.
+    pub fn index_safe(&self) -> bool {
+        self.message_index_safe && self.message_index_enable
+    }
+
     /// Whether a message with `WAIT` absent or true is answered later than one without: after
     /// the flush (SYNC_FLUSH) or a slave's ack (SYNC_MASTER). Batchers keep the two apart.
     pub fn answers_later(&self) -> bool {
@@ -607,8 +616,7 @@ impl Store {
         // left behind) at the newest file whose first record is older than what the checkpoint
         // says was flushed and dispatched, and dispatches everything from there again.
         let start_file = abnormal.then(|| {
-            let min_ts =
-                abnormal_recovery_min_timestamp(&checkpoint.data(), params.message_index_safe);
+            let min_ts = abnormal_recovery_min_timestamp(&checkpoint.data(), params.index_safe());
             abnormal_recovery_start_file(&log.files().files(), min_ts)
         });
         let start_offset =
@@ -656,7 +664,9 @@ impl Store {
         let mut scan = RedispatchScan::new(&cqs, &persisted);
         let scan_started = std::time::Instant::now();
         let mut scan_last_ts = 0i64;
-        log.expect_torn_pages(previous == PreviousRun::Crashed);
+        // A machine crash may lose any page; a process death may leave the last commit's
+        // `pwrite` short at a page boundary (SIGKILL stops a buffered write between pages).
+        log.expect_torn_pages(previous != PreviousRun::Clean);
         let rec = log.recover(params.check_crc_on_recover, start_file, |phy, r| {
             scan_last_ts = r.store_timestamp;
             scan.observe(phy, r)
@@ -921,7 +931,7 @@ impl Store {
                 end: rec.end.0,
                 file_size: params.commit_log_file_size,
                 physic_ts: scan_last_ts,
-                index_safe: params.message_index_safe,
+                index_safe: params.index_safe(),
                 synced: false,
             }
         });
