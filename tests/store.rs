@@ -2869,6 +2869,66 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
     store.shutdown().await.unwrap();
 }
 
+/// Between retention's deletion of CommitLog files and the cleanup of a queue (paused here by
+/// `deleteConsumeQueueFilesInterval`), that queue's first units name deleted messages. A search
+/// by time (SEARCH_OFFSET_BY_TIMESTAMP, a consumer reset to a time) counts them as older than any
+/// time, as RocketMQ does, instead of ending in the deleted prefix and sending the consumer back
+/// over every message from the queue's old start.
+#[actix::test]
+async fn a_search_by_time_skips_units_whose_messages_retention_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let file = 64 * 1024u64;
+    let tweak = move |p: &mut StoreParams| {
+        p.commit_log_file_size = file;
+        p.cq_file_size = 10 * 20;
+        let mut retention = actormq::store::cleaner::RetentionParams::immediate();
+        retention.cq_delete_pause = Duration::from_secs(3600);
+        p.retention = Some(retention);
+    };
+    let store = std::rc::Rc::new(open(dir.path(), &clock, tweak).await);
+    let mut sent = Vec::new();
+    for i in 0..300u32 {
+        clock.advance_ms(10);
+        let ok = store
+            .put(msg("Late", (i % 3) as i32, &[b'x'; 1024], &[]))
+            .await
+            .unwrap();
+        sent.push((
+            i % 3,
+            ok.queue_offset,
+            ok.phy_offset,
+            T0 + 10 * (i as i64 + 1),
+        ));
+    }
+    settle(&store).await;
+    let end = store.max_offset();
+    until("everything flushed", || store.flushed_offset() >= end).await;
+    let round = {
+        let store = store.clone();
+        actix_rt::spawn(async move { store.clean_now().await })
+    };
+    // Every CommitLog file but the last goes (the round deletes them without a pause).
+    let min = (end.0.div_ceil(file) - 1) * file;
+    assert!(min >= 3 * file, "{min}");
+    until("CommitLog files deleted", || {
+        store.reader().commit_log().min_offset() == min
+    })
+    .await;
+    // A time before every remaining message: each queue's first unit at or past `min`.
+    for q in 0..3u32 {
+        let first_kept = sent
+            .iter()
+            .find(|(qq, _, phy, _)| *qq == q && phy.0 >= min)
+            .map(|(_, off, _, _)| *off)
+            .unwrap();
+        let got = store.reader().offset_by_time("Late", q as i32, T0);
+        assert_eq!(got, first_kept, "queue {q}: min {min}");
+    }
+    store.shutdown().await.unwrap();
+    let _ = round.await;
+}
+
 /// A clean stop does not wait out `deleteConsumeQueueFilesInterval`: a retention round paused
 /// between two ConsumeQueues stops at once, no later step runs, and the next start corrects every
 /// queue's min offset to the CommitLog's first byte; its first round deletes the rest.

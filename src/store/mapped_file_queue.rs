@@ -327,36 +327,26 @@ impl FileQueueRetention {
         self.files.load_full()
     }
 
-    /// Removes `doomed` (files at the front, never the last one) from the list and
-    /// then from disk. Safe beside the owner's [`MappedFileQueue::push`] on another thread (both
-    /// update the list with `rcu`). Readers stop finding them first; a reader still holding one
-    /// keeps its mapping until it drops it. Returns how many were removed from disk.
+    /// Removes `doomed` (files at the front, oldest first, never the last one) from disk and
+    /// then from the list, one at a time. Safe beside the owner's [`MappedFileQueue::push`] on
+    /// another thread (both update the list with `rcu`). A reader still holding one keeps its
+    /// mapping until it drops it (an unlinked file's mapping stays valid). Returns how many were
+    /// removed.
+    ///
+    /// Stops at the first file that cannot be unlinked and leaves it, and every later one, in
+    /// the list: a file out of the list but still on disk would move the queue's first offset
+    /// past data that is still there (and with it the ConsumeQueues' and index's cleanup), and a
+    /// later file deleted after it would leave a gap the next start refuses.
     pub fn delete_files(&self, doomed: &[Arc<MappedFile>]) -> io::Result<usize> {
-        if doomed.is_empty() {
-            return Ok(0);
-        }
-        self.files.rcu(|cur| {
-            let keep_last = cur.len().saturating_sub(1);
-            cur.iter()
-                .enumerate()
-                .filter(|(i, f)| *i >= keep_last || !doomed.iter().any(|d| Arc::ptr_eq(d, f)))
-                .map(|(_, f)| f.clone())
-                .collect::<Vec<_>>()
-        });
-        let now = self.files.load();
         let mut n = 0;
-        // Unlinked front first, and none after one that cannot be: a file left on disk with
-        // later ones gone would be a gap at the next start (refused for the CommitLog, the whole
-        // queue rebuilt for a ConsumeQueue). Files out of the list and still on disk come back at
-        // the next start, contiguous, and go then.
         for f in doomed {
-            if now.iter().any(|g| Arc::ptr_eq(g, f)) {
-                continue; // the last file: kept
+            let cur = self.files.load();
+            if cur.last().is_some_and(|l| Arc::ptr_eq(l, f)) {
+                break; // the last file: kept
             }
-            f.mark_unavailable();
             match std::fs::remove_file(f.path()) {
-                Ok(()) => n += 1,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => n += 1,
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
                     return Err(io::Error::new(
                         e.kind(),
@@ -364,6 +354,14 @@ impl FileQueueRetention {
                     ));
                 }
             }
+            f.mark_unavailable();
+            self.files.rcu(|cur| {
+                cur.iter()
+                    .filter(|g| !Arc::ptr_eq(g, f))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            });
+            n += 1;
         }
         Ok(n)
     }
@@ -591,7 +589,14 @@ mod tests {
             files[2].path().exists(),
             "the one after stays: deleting it would leave a gap"
         );
-        drop((q, files));
+        // What is still on disk is still in the list: the queue's first offset does not move
+        // past data that is there, however many rounds fail.
+        let first = |q: &MappedFileQueue| q.files().first().unwrap().file_from_offset();
+        assert_eq!((first(&q), q.files().len()), (4096, 3));
+        let now = q.files();
+        assert!(q.delete_files(&now[..2]).is_err());
+        assert_eq!((first(&q), q.files().len()), (4096, 3));
+        drop((q, files, now));
         std::fs::remove_dir(&second).unwrap();
         MappedFile::create(dir.path(), 4096, 4096, Warm::No).unwrap();
         let q = MappedFileQueue::load(dir.path(), 4096).expect("contiguous at the next start");

@@ -203,12 +203,23 @@ impl StoreReader {
     }
 
     /// First queue offset whose store time is ≥ `ts` (SEARCH_OFFSET_BY_TIMESTAMP); the max offset
-    /// if every message is older, 0 for an unknown queue.
+    /// if every message is older, 0 for an unknown queue. Units whose message retention already
+    /// deleted count as older than `ts` (they are older than every message still stored), as
+    /// RocketMQ's `getOffsetInQueueByTime` skips them: between the CommitLog's deletion and the
+    /// queue's own cleanup they would otherwise end the search in the deleted prefix, and a
+    /// consumer reset to a time would re-read every message from the queue's old start.
     pub fn offset_by_time(&self, topic: &str, queue_id: i32, ts: i64) -> QueueOffset {
         let Some(q) = self.queue(topic, queue_id) else {
             return QueueOffset(0);
         };
-        q.search_by_time(ts, |u| self.store_time_at(PhyOffset(u.phy_offset as u64)))
+        let log_min = self.commit_log.min_offset();
+        q.search_by_time(ts, |u| {
+            if (u.phy_offset as u64) < log_min {
+                Some(i64::MIN)
+            } else {
+                self.store_time_at(PhyOffset(u.phy_offset as u64))
+            }
+        })
     }
 
     /// Reads messages of (topic, queue) from `offset` (PULL), following RocketMQ's status and

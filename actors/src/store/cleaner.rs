@@ -295,6 +295,9 @@ impl StoreCleaner {
                 .dispatched
                 .load(std::sync::atomic::Ordering::Acquire),
         );
+        // The wall clock, not the injected one: it is compared with the files' modification
+        // times, which the file system stamps from the wall clock (RocketMQ compares
+        // `lastModified` with `System.currentTimeMillis()` alike).
         let now = SystemTime::now();
         let files = self.commit_log.files();
         let mut doomed = Vec::new();
@@ -322,9 +325,13 @@ impl StoreCleaner {
     /// One round: the CommitLog files due (after a ConsumeQueue flush, so that no unit of a
     /// record about to go exists only in memory: after a power loss it could be rebuilt from
     /// nowhere, and its queue offset would be handed out again), then — when the CommitLog's first
-    /// byte moved — the ConsumeQueues and index by their owners.
+    /// byte moved — the ConsumeQueues and index by their owners. If that flush fails (a
+    /// ConsumeQueue write-back error is reported by every later flush), only the files whose
+    /// units an earlier flush put on disk go (`StoreState::cq_durable`): retention goes on
+    /// freeing space, as RocketMQ's does, without deleting a record whose unit may be lost.
     fn round(&mut self) -> impl std::future::Future<Output = std::io::Result<CleanReport>> {
-        let doomed = self.plan();
+        let mut doomed = self.plan();
+        let state = self.state.clone();
         let retention = self.commit_log.clone();
         let (pause, cq_pause) = (self.params.delete_pause, self.params.cq_delete_pause);
         let cleaned_to = self.cleaned_to;
@@ -345,9 +352,23 @@ impl StoreCleaner {
             };
             let mut report = CleanReport::default();
             if !doomed.is_empty() {
-                cq.send(FlushConsumeQueues { sync_all: false })
+                let flushed = cq
+                    .send(FlushConsumeQueues { sync_all: false })
                     .await
-                    .map_err(std::io::Error::other)??;
+                    .map_err(std::io::Error::other)?;
+                if let Err(e) = flushed {
+                    let durable = state.cq_durable.load(std::sync::atomic::Ordering::Acquire);
+                    let due = doomed.len();
+                    doomed.retain(|f| f.file_from_offset() + f.file_size() <= durable);
+                    tracing::warn!(
+                        error = %e,
+                        durable,
+                        deleting = doomed.len(),
+                        due,
+                        "ConsumeQueue flush failed: deleting only the CommitLog files whose \
+                         units an earlier flush put on disk"
+                    );
+                }
             }
             for (i, f) in doomed.iter().enumerate() {
                 if i > 0 && !pause.is_zero() {

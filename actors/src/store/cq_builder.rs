@@ -83,6 +83,8 @@ pub struct ConsumeQueueBuilder {
     written: QueueMaxTable,
     /// Store time of the newest unit dispatched (units go in CommitLog order).
     dispatched_ts: i64,
+    /// The CommitLog end of the last batch dispatched whole: every record below it has its unit.
+    dispatched_to: u64,
     /// While recovery rebuilds queues: the persisted table it started from. A table written
     /// meanwhile keeps each queue at least there, so a start killed mid-rebuild still sees which
     /// queues are short. Lifted by [`RecoveryDone`].
@@ -136,7 +138,7 @@ impl ConsumeQueueBuilder {
     /// bound of the files' content even across a power loss. If the flush left every dispatched
     /// unit on disk, the checkpoint may count them: their newest store time is published.
     fn flush(&mut self, least_pages: u64) -> std::io::Result<()> {
-        let covered = self.dispatched_ts;
+        let covered = (self.dispatched_ts, self.dispatched_to);
         if self.flush_with(least_pages, false)? {
             self.publish_logics(covered);
         }
@@ -155,14 +157,20 @@ impl ConsumeQueueBuilder {
         Ok(())
     }
 
-    /// Makes `ts` (the store time of units now on disk) the checkpoint's logics time — unless a
+    /// Makes `ts` (the store time of units now on disk) the checkpoint's logics time, and `to`
+    /// (the CommitLog offset every unit on disk comes from) `StoreState::cq_durable` — unless a
     /// flush failed earlier: Linux reports a write-back error once, so a later flush "succeeds"
-    /// over pages that never reached the disk. A plain store, not a maximum: after the clock
-    /// steps back, a maximum would keep a future time the later units never reach.
-    fn publish_logics(&self, ts: i64) {
-        if let (Some(st), true, None) = (&self.state, ts > 0, &self.data_error) {
+    /// over pages that never reached the disk. The time is a plain store, not a maximum: after
+    /// the clock steps back, a maximum would keep a future time the later units never reach.
+    fn publish_logics(&self, (ts, to): (i64, u64)) {
+        let Some(st) = self.state.as_ref().filter(|_| self.data_error.is_none()) else {
+            return;
+        };
+        if ts > 0 {
             st.logics_ts.store(ts, std::sync::atomic::Ordering::Release);
         }
+        st.cq_durable
+            .fetch_max(to, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// [`Self::flush`], with every file also `fdatasync`ed first when `sync_all`. A data error
@@ -171,7 +179,18 @@ impl ConsumeQueueBuilder {
     /// table write is only logged: the table on disk is older, still a lower bound. Returns
     /// whether every queue is on disk to its end now.
     fn flush_with(&mut self, least_pages: u64, sync_all: bool) -> std::io::Result<bool> {
-        let data = self.cqs.flush(least_pages).and_then(|t| {
+        // A write-back error, for the test that retention goes on after one.
+        let injected = (|| {
+            fail::fail_point!("consume-queue-flush", |_| Some(std::io::Error::other(
+                "injected ConsumeQueue write-back error"
+            )));
+            None
+        })();
+        let flushed = match injected {
+            Some(e) => Err(e),
+            None => self.cqs.flush(least_pages),
+        };
+        let data = flushed.and_then(|t| {
             if sync_all {
                 self.cqs.sync_all()?;
             }
@@ -243,6 +262,7 @@ impl ConsumeQueueBuilder {
             table_path: None,
             written: QueueMaxTable::default(),
             dispatched_ts: 0,
+            dispatched_to: 0,
             floor: None,
             data_error: None,
             retention: None,
@@ -344,6 +364,9 @@ impl Serve<Dispatch> for ConsumeQueueBuilder {
         if last_ts > 0 {
             // Published as the checkpoint's logics time only once flushed (see the module docs).
             self.dispatched_ts = last_ts;
+        }
+        if err.is_none() {
+            self.dispatched_to = self.dispatched_to.max(d.to.0);
         }
         if let (Some(hook), false) = (&self.on_arrival, touched.is_empty()) {
             let table = self.cqs.table();
@@ -451,7 +474,7 @@ impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
     type Reply = std::io::Result<i64>;
     fn serve(&mut self, m: FlushConsumeQueues, _: &mut Context<Metered<Self>>) -> Self::Reply {
         // Every unit dispatched so far is in the mappings: the flush covers all of them.
-        let covered = self.dispatched_ts;
+        let covered = (self.dispatched_ts, self.dispatched_to);
         self.flush_with(0, m.sync_all)?;
         self.publish_logics(covered);
         if let Some(e) = &self.data_error {
@@ -459,7 +482,7 @@ impl Serve<FlushConsumeQueues> for ConsumeQueueBuilder {
                 "an earlier ConsumeQueue flush failed: {e}"
             )));
         }
-        Ok(covered)
+        Ok(covered.0)
     }
 }
 

@@ -22,6 +22,10 @@ pub struct StoreState {
     /// ConsumeQueueBuilder: store time of the newest unit known flushed, with every unit before
     /// it (checkpoint "logics").
     pub logics_ts: AtomicI64,
+    /// ConsumeQueueBuilder: the CommitLog offset below which every record's ConsumeQueue unit is
+    /// known flushed, raised with `logics_ts` and, like it, frozen by a ConsumeQueue data error.
+    /// Retention deletes no CommitLog file past it when the flush it asks for fails.
+    pub cq_durable: AtomicU64,
     /// IndexBuilder: end time of the newest fully flushed index file (checkpoint "index").
     pub index_ts: AtomicI64,
     /// Set (with the reason) when a flush failed: the store refuses writes until restarted,
