@@ -1687,6 +1687,70 @@ async fn message_index_safe_without_an_index_keeps_the_recovery_start_at_the_che
     store.shutdown().await.unwrap();
 }
 
+/// A record whose properties are not UTF-8 is kept by recovery and served as it is stored. A
+/// RocketMQ 4.9 broker stores a batch element's properties as the client sent them (a Go or C++
+/// client can send GBK in a key), and recovery used to read such a record as corrupt: it cut the
+/// CommitLog there, every later message with it.
+#[actix_rt::test]
+async fn recovery_keeps_a_record_whose_properties_are_not_utf8() {
+    for previous in [
+        PreviousRun::Clean,
+        PreviousRun::ProcessDied,
+        PreviousRun::Crashed,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(T0);
+        let mut at = Vec::new();
+        {
+            let store = open(dir.path(), &clock, |_| {}).await;
+            for i in 0..5u32 {
+                clock.advance_ms(10);
+                let m = msg(
+                    "Gbk",
+                    0,
+                    format!("m{i}").as_bytes(),
+                    &[(keys::TAGS, "TagA")],
+                );
+                at.push(store.put(m).await.unwrap().phy_offset.0 as usize);
+            }
+            store.shutdown().await.unwrap();
+        }
+        // Record 2's TAGS value becomes "Tag" and a byte that is no UTF-8 (outside the body CRC).
+        let cl = dir.path().join("commitlog/00000000000000000000");
+        let mut bytes = std::fs::read(&cl).unwrap();
+        let tag = at[2]
+            + bytes[at[2]..at[3]]
+                .windows(4)
+                .position(|w| w == b"TagA")
+                .unwrap();
+        bytes[tag + 3] = 0xB9;
+        std::fs::write(&cl, &bytes).unwrap();
+        let p = StoreParams::for_tests(dir.path());
+        let store = Store::open_with(p, Arc::new(clock.clone()), None, previous)
+            .await
+            .unwrap();
+        settle(&store).await;
+        assert_eq!(store.report.truncated_reason, None, "{previous:?}");
+        let got = all(&store, "Gbk", 0);
+        assert_eq!(got.len(), 5, "{previous:?}: {got:?}");
+        let r = store.reader().get_messages(
+            "Gbk",
+            0,
+            QueueOffset(2),
+            GetLimits::default(),
+            &TagFilter::all(),
+        );
+        assert_eq!(
+            r.messages[0].as_bytes(),
+            &bytes[at[2]..at[3]],
+            "{previous:?}"
+        );
+        let next = store.put(msg("Gbk", 0, b"after", &[])).await.unwrap();
+        assert_eq!(next.queue_offset, QueueOffset(5), "{previous:?}");
+        store.shutdown().await.unwrap();
+    }
+}
+
 /// Which of the keys `k0`..`k{n-1}` of `topic` the index does not find.
 fn keys_not_found(store: &Store, topic: &str, n: u32) -> Vec<u32> {
     let idx = store.index().expect("index enabled");

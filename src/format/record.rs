@@ -17,6 +17,7 @@
 //!   validated; a record is accepted only if TOTALSIZE equals the length recomputed from its
 //!   fields (a reader must not trust one without the other).
 
+use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::{BufMut, Bytes};
@@ -459,7 +460,12 @@ pub struct RecordView<'a> {
     pub prepared_tx_offset: i64,
     pub body: &'a [u8],
     pub topic: &'a str,
-    pub properties: &'a str,
+    /// Borrowed when the bytes are UTF-8, as every record written through this broker's own
+    /// SEND paths is. Otherwise decoded as Java's `new String(bytes, UTF_8)` does, each malformed
+    /// sequence replaced by U+FFFD: RocketMQ 4.9 stores a batch element's properties as the
+    /// client sent them, and such a record in a store taken over from it must be kept and served
+    /// (its raw bytes unchanged), not read as corrupt.
+    pub properties: Cow<'a, str>,
 }
 
 impl<'a> RecordView<'a> {
@@ -468,11 +474,11 @@ impl<'a> RecordView<'a> {
         self.version.magic()
     }
     #[inline]
-    pub fn property(&self, key: &str) -> Option<&'a str> {
-        properties::find(self.properties, key)
+    pub fn property(&self, key: &str) -> Option<&str> {
+        properties::find(&self.properties, key)
     }
     #[inline]
-    pub fn tags(&self) -> Option<&'a str> {
+    pub fn tags(&self) -> Option<&str> {
         self.property(properties::keys::TAGS)
     }
     /// ConsumeQueue tagsCode from TAGS (not the schedule-topic delivery time; that is the
@@ -482,11 +488,11 @@ impl<'a> RecordView<'a> {
         java::tags_code(self.tags().unwrap_or(""))
     }
     /// The individual user keys of the KEYS property.
-    pub fn keys(&self) -> impl Iterator<Item = &'a str> {
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
         properties::keys_of(self.property(properties::keys::KEYS).unwrap_or(""))
     }
     #[inline]
-    pub fn uniq_key(&self) -> Option<&'a str> {
+    pub fn uniq_key(&self) -> Option<&str> {
         self.property(properties::keys::UNIQ_KEY)
     }
     #[inline]
@@ -721,7 +727,6 @@ pub fn check(buf: &[u8], check_crc: bool) -> Result<Check<'_>, DecodeError> {
     let at = r.pos;
     let props_len = i32::from(i16::from_be_bytes(r.array(PROPLEN)?));
     let props_len = non_negative(props_len, PROPLEN, at)?;
-    let props_at = r.pos;
     let props = r.bytes(props_len, PROPERTIES)?;
 
     if r.pos != total as usize {
@@ -760,7 +765,7 @@ pub fn check(buf: &[u8], check_crc: bool) -> Result<Check<'_>, DecodeError> {
         prepared_tx_offset,
         body,
         topic: utf8(topic, TOPIC, topic_at)?,
-        properties: utf8(props, PROPERTIES, props_at)?,
+        properties: String::from_utf8_lossy(props),
     }))
 }
 
@@ -862,7 +867,7 @@ mod tests {
         assert_eq!(v.store_host, addr("10.0.0.1:10911"));
         assert_eq!((v.reconsume_times, v.prepared_tx_offset), (2, 0));
         assert_eq!(
-            (v.body, v.topic, v.properties),
+            (v.body, v.topic, &*v.properties),
             (&b"Hello RocketMQ"[..], "TopicTest", PROPS)
         );
         assert_eq!(v.tags(), Some("TagA"));
@@ -893,7 +898,7 @@ mod tests {
         assert_eq!(&got[291..293], &[0, 0]);
         let v = record(&got);
         assert_eq!(
-            (v.version, v.topic, v.properties),
+            (v.version, v.topic, &*v.properties),
             (MessageVersion::V2, &topic[..], "")
         );
 
@@ -1037,15 +1042,29 @@ mod tests {
             at("TOPIC", 103, &b, true),
             DecodeErrorKind::InvalidUtf8 { valid_up_to: 0 }
         );
+        // Properties that are not UTF-8 (a RocketMQ 4.9 store keeps a batch element's as the
+        // client sent them) are a record all the same: decoded as Java decodes them, the raw
+        // bytes untouched.
         let mut b = good.clone();
         b[total - 1] = 0xC3;
-        let k = at("PROPERTIES", 114, &b, true);
+        let Ok(Check::Record(v)) = check(&b, true) else {
+            panic!("refused: {:?}", check(&b, true));
+        };
+        assert_eq!(v.raw, &b[..]);
         assert_eq!(
-            k,
-            DecodeErrorKind::InvalidUtf8 {
-                valid_up_to: PROPS.len() - 1
-            }
+            &*v.properties,
+            format!("{}\u{FFFD}", &PROPS[..PROPS.len() - 1])
         );
+        assert_eq!(v.tags(), Some("TagA"));
+        // A malformed byte inside a value: the tag hash is Java's, of the decoded string.
+        let mut b = good.clone();
+        let tag = b.windows(4).position(|w| w == b"TagA").unwrap();
+        b[tag + 3] = 0xFF;
+        let Ok(Check::Record(v)) = check(&b, true) else {
+            panic!("refused");
+        };
+        assert_eq!(v.tags(), Some("Tag\u{FFFD}"));
+        assert_eq!(v.tags_code(), java::tags_code("Tag\u{FFFD}"));
 
         let mut b = good.clone();
         b[52..56].copy_from_slice(&0x1_0000i32.to_be_bytes());

@@ -47,7 +47,7 @@ pub fn rewrite_for_delay(msg: &mut NewMessage, levels: usize) -> Option<usize> {
 /// where it is the delivery time (store time + the level's delay).
 pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
     if r.topic == SCHEDULE_TOPIC {
-        if let Some(level) = delay_level(r.properties) {
+        if let Some(level) = delay_level(&r.properties) {
             let idx = level.min(delay_levels_ms.len()).saturating_sub(1);
             if let Some(d) = delay_levels_ms.get(idx) {
                 return r.store_timestamp + *d as i64;
@@ -64,11 +64,11 @@ pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
 /// copied CRC of a body damaged since would put a record at the live tail that recovery's CRC
 /// check cuts the CommitLog at, with every message after it.
 pub fn message_for_delivery(r: &RecordView<'_>) -> Option<NewMessage> {
-    let topic = properties::find(r.properties, keys::REAL_TOPIC)?.to_string();
-    let queue_id = properties::find(r.properties, keys::REAL_QID)?
+    let topic = properties::find(&r.properties, keys::REAL_TOPIC)?.to_string();
+    let queue_id = properties::find(&r.properties, keys::REAL_QID)?
         .parse()
         .ok()?;
-    let props = properties::remove(r.properties, keys::DELAY);
+    let props = properties::remove(&r.properties, keys::DELAY);
     let props = properties::set(&props, keys::WAIT, "false");
     Some(NewMessage {
         topic,

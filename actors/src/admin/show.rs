@@ -155,7 +155,7 @@ pub fn body_text(r: &RecordView<'_>) -> String {
 
 /// A stored message as mqadmin's `queryMsgById` shows it, and as JSON.
 pub fn message_detail(r: &RecordView<'_>, print_body: bool) -> (String, Value) {
-    let props: Map<String, Value> = properties::parse(r.properties)
+    let props: Map<String, Value> = properties::parse(&r.properties)
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
         .collect();
