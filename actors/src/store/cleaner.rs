@@ -199,16 +199,18 @@ enum Trigger {
     Manual,
 }
 
-/// Whether a round deletes, given the local hour, the highest disk usage (`None`: a disk could
-/// not be measured) and the manual rounds left (one is used up per round while any are left,
+/// Whether a round deletes, given the local hour, the highest usage of the disks that could be
+/// measured (`None`: none could), whether one could not, and the manual rounds left (one is used up per round while any are left,
 /// as RocketMQ's `manualDeleteFileSeveralTimes`); and whether it deletes unexpired files too.
 /// As RocketMQ 5's `isSpaceToDelete`: over `diskMaxUsedSpaceRatio` expired files go; over
 /// `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (where writes are refused)
-/// any file goes, with `cleanFileForciblyEnable`. An unmeasurable disk deletes expired files.
+/// any file goes, with `cleanFileForciblyEnable`. An unmeasurable disk deletes expired files;
+/// the others still force cleaning on their own (RocketMQ checks each disk apart).
 fn decide(
     p: &RetentionParams,
     hour: Option<u8>,
     usage: Option<f64>,
+    unmeasured: bool,
     manual: &mut u32,
 ) -> Option<(Trigger, bool)> {
     let manual_round = *manual > 0;
@@ -217,7 +219,7 @@ fn decide(
     let at_once = p.clean_forcibly_enable && usage.is_some_and(|u| u > force_at);
     let trigger = if hour.is_some_and(|h| p.delete_when.contains(&h)) {
         Trigger::Time
-    } else if usage.is_none_or(|u| u > (p.disk_max_used_pct as f64).min(force_at)) {
+    } else if unmeasured || usage.is_none_or(|u| u > (p.disk_max_used_pct as f64).min(force_at)) {
         Trigger::Disk
     } else if manual_round {
         Trigger::Manual
@@ -255,23 +257,24 @@ impl StoreCleaner {
         }
     }
 
-    /// The highest usage of the watched disks; `None` when one cannot be measured (RocketMQ's
-    /// -1: it cleans expired files, never unexpired ones, on that account).
-    fn usage(&self) -> Option<f64> {
-        let mut max = 0f64;
+    /// The highest usage of the watched disks that could be measured (`None`: none could), and
+    /// whether one could not (RocketMQ's -1: it cleans expired files, never unexpired ones, on
+    /// that disk's account).
+    fn usage(&self) -> (Option<f64>, bool) {
+        let (mut max, mut unmeasured) = (None::<f64>, false);
         for (what, p) in &self.disks {
             match DiskWatch::used_pct(p) {
-                Ok(pct) => max = max.max(pct),
+                Ok(pct) => max = Some(max.map_or(pct, |m| m.max(pct))),
                 Err(e) => {
                     tracing::warn!(disk = what, path = %p.display(), error = %e, "cannot measure disk usage; deleting expired files");
-                    return None;
+                    unmeasured = true;
                 }
             }
         }
-        Some(max)
+        (max, unmeasured)
     }
 
-    fn trigger(&mut self, usage: Option<f64>) -> Option<(Trigger, bool)> {
+    fn trigger(&mut self, (usage, unmeasured): (Option<f64>, bool)) -> Option<(Trigger, bool)> {
         let hour = {
             use chrono::{TimeZone, Timelike};
             chrono::Local
@@ -279,7 +282,7 @@ impl StoreCleaner {
                 .single()
                 .map(|t| t.hour() as u8)
         };
-        decide(&self.params, hour, usage, &mut self.manual)
+        decide(&self.params, hour, usage, unmeasured, &mut self.manual)
     }
 
     /// The CommitLog files a round deletes now, oldest first.
@@ -316,8 +319,18 @@ impl StoreCleaner {
             if !expired && !at_once {
                 break;
             }
-            tracing::info!(file = %f.path().display(), trigger = ?why, expired, usage_pct = usage, "deleting CommitLog file");
+            tracing::info!(file = %f.path().display(), trigger = ?why, expired, usage_pct = ?usage.0, "deleting CommitLog file");
             doomed.push(f.clone());
+        }
+        if doomed.is_empty() && why == Trigger::Disk {
+            // RocketMQ warns alike ("disk space will be full soon, but delete file failed").
+            tracing::warn!(
+                usage_pct = ?usage.0,
+                at_once,
+                files = files.len(),
+                "the disk is over its limit, but no CommitLog file can be deleted yet (the \
+                 oldest is not expired, or not yet flushed and dispatched, or it is the last)"
+            );
         }
         doomed
     }
@@ -524,14 +537,19 @@ mod tests {
         p.warning_pct = 90;
         p.clean_forcibly_enable = true;
         let mut manual = 0;
-        let d = |hour, usage, manual: &mut u32| decide(&p, Some(hour), usage, manual);
+        let d = |hour, usage, manual: &mut u32| decide(&p, Some(hour), usage, false, manual);
         assert_eq!(d(3, Some(70.0), &mut manual), None);
         assert_eq!(d(4, Some(70.0), &mut manual), Some((Trigger::Time, false)));
         assert_eq!(d(3, Some(75.5), &mut manual), Some((Trigger::Disk, false)));
         assert_eq!(d(3, Some(86.0), &mut manual), Some((Trigger::Disk, true)));
         assert_eq!(d(4, Some(86.0), &mut manual), Some((Trigger::Time, true)));
-        // An unmeasurable disk deletes expired files only.
+        // An unmeasurable disk deletes expired files only...
         assert_eq!(d(3, None, &mut manual), Some((Trigger::Disk, false)));
+        let two = |usage| decide(&p, Some(3), usage, true, &mut 0);
+        assert_eq!(two(None), Some((Trigger::Disk, false)));
+        assert_eq!(two(Some(10.0)), Some((Trigger::Disk, false)));
+        // ...and takes nothing from the one that could be measured and is full.
+        assert_eq!(two(Some(95.0)), Some((Trigger::Disk, true)));
         manual = 20;
         for _ in 0..20 {
             assert_eq!(
@@ -557,12 +575,12 @@ mod tests {
         p.warning_pct = 60;
         p.clean_forcibly_enable = true;
         assert_eq!(
-            decide(&p, Some(3), Some(61.0), &mut 0),
+            decide(&p, Some(3), Some(61.0), false, &mut 0),
             Some((Trigger::Disk, true))
         );
         p.clean_forcibly_enable = false;
         assert_eq!(
-            decide(&p, Some(3), Some(61.0), &mut 0),
+            decide(&p, Some(3), Some(61.0), false, &mut 0),
             Some((Trigger::Disk, false))
         );
     }
