@@ -3070,6 +3070,54 @@ async fn a_stop_cuts_a_paused_retention_round_short_and_the_next_start_finishes_
 /// The level's delivery then goes on from its queue's new min offset: a message delayed after the
 /// round is delivered, although the level's progress still points into ConsumeQueue files that
 /// are gone.
+/// A delayed message the store can never take back (here bigger than `maxMessageSize`, lowered
+/// since it was stored) is skipped with an error, and the messages behind it in its level are
+/// delivered once each. Before, the level retried it on every tick together with everything
+/// behind it, and each retry appended those again: duplicates by the thousand per second.
+#[actix::test]
+async fn a_delayed_message_the_store_refuses_for_good_is_skipped_and_the_rest_delivered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    {
+        let store = open(dir.path(), &clock, |_| {}).await;
+        for (i, len) in [10usize, 3000, 10, 10].into_iter().enumerate() {
+            let body = vec![b'a' + i as u8; len];
+            store
+                .put(msg("Due", 0, &body, &[(keys::DELAY, "1")]))
+                .await
+                .unwrap();
+        }
+        store.shutdown().await.unwrap();
+    }
+    let store = open(dir.path(), &clock, |p| p.max_message_size = 1024).await;
+    settle(&store).await;
+    clock.advance_ms(2_000);
+    let mut progress = None;
+    for _ in 0..3_000 {
+        progress = store
+            .delay_offsets()
+            .await
+            .and_then(|o| o.0.get(&1).copied());
+        if progress == Some(4) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        progress,
+        Some(4),
+        "the level's progress past all four within 30 s"
+    );
+    // A few more rounds: nothing is delivered again.
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    let got = from_min(&store, "Due", 0);
+    let bodies: Vec<u8> = got.iter().map(|(_, b, _)| b.as_bytes()[0]).collect();
+    assert_eq!(bodies, b"acd", "{got:?}");
+    store.shutdown().await.unwrap();
+}
+
 #[actix::test]
 async fn delayed_delivery_goes_on_after_retention_deleted_the_levels_oldest_units() {
     let dir = tempfile::tempdir().unwrap();

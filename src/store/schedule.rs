@@ -50,7 +50,7 @@ pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
         if let Some(level) = delay_level(&r.properties) {
             let idx = level.min(delay_levels_ms.len()).saturating_sub(1);
             if let Some(d) = delay_levels_ms.get(idx) {
-                return r.store_timestamp + *d as i64;
+                return r.store_timestamp.saturating_add(*d as i64);
             }
         }
     }

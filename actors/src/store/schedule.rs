@@ -37,6 +37,7 @@ use actormq_core::format::record::{self, Check};
 use actormq_core::offset::{PhyOffset, QueueOffset};
 use actormq_core::store::reader::StoreReader;
 use actormq_core::store::schedule::{message_for_delivery, DelayOffsets, SCHEDULE_TOPIC};
+use actormq_core::store::status::PutStatus;
 
 use super::state::StoreState;
 use super::writer::{AppendBatch, CommitLogWriter};
@@ -72,6 +73,13 @@ pub struct ScheduleDelivery {
     busy: bool,
     /// Refused deliveries in the current stretch of refusals (a full disk refuses every tick).
     refusals: Refusals,
+    /// Levels whose last delivery was refused: each is offered one message per round until it
+    /// is accepted, as RocketMQ retries the one message. Offering the level's whole due run
+    /// again would append its later messages, accepted behind the refused one, once per tick.
+    retrying: std::collections::HashSet<usize>,
+    /// The level a round looks at first; it moves on each round, so that a level with more due
+    /// than a round takes does not starve the levels after it.
+    first_level: usize,
     /// Masters deliver; a slave only keeps its copy of the schedule topic (RocketMQ runs the
     /// delivery timers on the master only).
     delivers: bool,
@@ -174,6 +182,8 @@ impl ScheduleDelivery {
             persist_every,
             busy: false,
             refusals: Refusals::default(),
+            retrying: std::collections::HashSet::new(),
+            first_level: 0,
             delivers: params.broker_role.is_master(),
         };
         for level in 1..=s.levels_ms.len() {
@@ -197,13 +207,21 @@ impl ScheduleDelivery {
         crate::fsutil::write_with_backup(&self.path, durable.to_json().as_bytes())
     }
 
-    /// Collects due messages of every level, in level order, from the recorded progress; `None`
-    /// for a unit whose message cannot be delivered (said in the log), which progress passes over.
+    /// Collects due messages of every level, from `first_level` on, from the recorded progress
+    /// (one for a level being retried); `None` for a unit whose message cannot be delivered
+    /// (said in the log), which progress passes over.
     fn collect_due(&self) -> Vec<(usize, QueueOffset, Option<record::NewMessage>)> {
         let now = self.clock.now_ms();
         let mut out = Vec::new();
-        for (i, delay) in self.levels_ms.iter().enumerate() {
+        let n = self.levels_ms.len();
+        for i in (0..n).map(|k| (self.first_level + k) % n) {
+            let delay = &self.levels_ms[i];
             let level = i + 1;
+            let budget = if self.retrying.contains(&level) {
+                (out.len() + 1).min(MAX_PER_TICK)
+            } else {
+                MAX_PER_TICK
+            };
             let Some(q) = self.reader.queue(SCHEDULE_TOPIC, i as i32) else {
                 continue;
             };
@@ -211,12 +229,23 @@ impl ScheduleDelivery {
             // Retention deleted the level's oldest units (their messages are gone with the
             // CommitLog files): go on from the first unit left, as RocketMQ does.
             off = off.max(q.min_offset());
-            while off < q.max_offset() && out.len() < MAX_PER_TICK {
+            while off < q.max_offset() && out.len() < budget {
                 let Some(unit) = q.unit(off) else { break };
+                if !unit.is_valid() {
+                    // A filler a replay put in a gap of the queue: it names no message.
+                    tracing::warn!(
+                        level,
+                        offset = off.0,
+                        "delayed queue unit names no message, passed over"
+                    );
+                    out.push((level, off, None));
+                    off = off.plus(1);
+                    continue;
+                }
                 // Clock-skew guard: a delivery time further out than the level's delay means the
                 // clock went back; deliver now rather than never.
                 let mut due = unit.tags_code;
-                if due > now + *delay as i64 {
+                if due > now.saturating_add(*delay as i64) {
                     due = now;
                 }
                 if due > now {
@@ -261,6 +290,10 @@ impl ScheduleDelivery {
         if due.is_empty() {
             return;
         }
+        let n = self.levels_ms.len().max(1);
+        self.first_level = (self.first_level + 1) % n;
+        // A full round leaves more due: the next one follows at once instead of a tick later.
+        let more = due.len() >= MAX_PER_TICK;
         let mut meta = Vec::with_capacity(due.len());
         let mut msgs = Vec::with_capacity(due.len());
         for (level, off, m) in due {
@@ -279,7 +312,11 @@ impl ScheduleDelivery {
         let writer = self.writer.clone();
         let fut = async move { writer.send(AppendBatch(msgs)).await };
         ctx.wait(
-            actix::fut::wrap_future::<_, Metered<Self>>(fut).map(move |res, act, _| {
+            actix::fut::wrap_future::<_, Metered<Self>>(fut).map(move |res, act, ctx| {
+                if more {
+                    // Not from inside this wait: timers and persists get their turn first.
+                    ctx.run_later(Duration::ZERO, |act, ctx| act.inner.deliver(ctx));
+                }
                 let act = &mut act.inner;
                 act.busy = false;
                 let Ok(results) = res else {
@@ -301,16 +338,37 @@ impl ScheduleDelivery {
                         None => act.inner_offsets_set(level, off.0 + 1),
                         Some(Some(Ok(ok))) => {
                             act.refusals.delivered();
+                            act.retrying.remove(&level);
                             act.inner_offsets_set(level, off.0 + 1);
                             act.delivered_end =
                                 act.delivered_end.max(ok.phy_offset.0 + ok.wrote_bytes);
                         }
+                        Some(Some(Err(e)))
+                            if matches!(
+                                e.status,
+                                PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded
+                            ) =>
+                        {
+                            // Refused for what the message is (bigger than maxMessageSize, set
+                            // lower since it was stored; properties over the limit once DELAY
+                            // gives way to WAIT): no retry can store it, and retrying would hold
+                            // up its level for good.
+                            tracing::error!(
+                                level,
+                                offset = off.0,
+                                error = %e,
+                                "delayed message not delivered, skipped: the store refuses it as it is"
+                            );
+                            act.inner_offsets_set(level, off.0 + 1);
+                        }
                         Some(Some(Err(e))) => {
                             act.refusals.refused(level, off.0, &e);
+                            act.retrying.insert(level);
                             blocked.insert(level);
                         }
                         Some(None) => {
                             tracing::warn!(level, "the writer answered fewer deliveries than sent");
+                            act.retrying.insert(level);
                             blocked.insert(level);
                         }
                     }
