@@ -1030,3 +1030,79 @@ fn bad_topic_name_is_rejected() {
         stop_broker(b);
     });
 }
+
+/// A consumer's own send to `%RETRY%<group>` (its fallback when CONSUMER_SEND_MSG_BACK fails)
+/// goes to `%DLQ%<group>` once its reconsume count has reached `maxReconsumeTimes`, as RocketMQ's
+/// `handleRetryTopic` does; below that it stays a retry. Before, such a message was retried for
+/// ever (every two hours, its delay level clamped at 18).
+#[test]
+fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue() {
+    run_bounded("a_retry_send_goes_to_the_dlq", || async {
+        use actormq::remoting::client::RemotingClient;
+        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+        use actormq_core::protocol::command::RemotingCommand;
+        let (_dir, b) = broker(&[]);
+        let client = RemotingClient::connect(&b.broker_addr)
+            .await
+            .expect("connect");
+        let send = |reconsume: i32, body: &str| {
+            RemotingCommand::new_request(rq::SEND_MESSAGE)
+                .with_ext("producerGroup", "G1")
+                .with_ext("topic", "%RETRY%G1")
+                .with_ext("defaultTopic", "TBW102")
+                .with_ext("defaultTopicQueueNums", "4")
+                .with_ext("queueId", "0")
+                .with_ext("sysFlag", "0")
+                .with_ext("bornTimestamp", now_millis().to_string())
+                .with_ext("flag", "0")
+                .with_ext("properties", "DELAY\u{1}4\u{2}")
+                .with_ext("reconsumeTimes", reconsume.to_string())
+                .with_ext("maxReconsumeTimes", "3")
+                .with_body(body.as_bytes().to_vec())
+        };
+        let max = |topic: &str| {
+            RemotingCommand::new_request(rq::GET_MAX_OFFSET)
+                .with_ext("topic", topic)
+                .with_ext("queueId", "0")
+        };
+        let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
+        let r = invoke(send(2, "retry")).await.expect("answered");
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let r = invoke(send(3, "dead")).await.expect("answered");
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        // The DLQ message is stored at once (its DELAY is gone); the retry goes through the
+        // schedule topic, so %RETRY%G1 itself holds nothing yet.
+        let mut dlq = None;
+        for _ in 0..100 {
+            let r = invoke(max("%DLQ%G1")).await.expect("answered");
+            dlq = (r.code == rc::SUCCESS)
+                .then(|| r.ext("offset").map(str::to_owned))
+                .flatten();
+            if dlq.as_deref() == Some("1") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(dlq.as_deref(), Some("1"), "one message in %DLQ%G1");
+        let r = invoke(max("%RETRY%G1")).await.expect("answered");
+        assert_eq!(
+            r.ext("offset"),
+            Some("0"),
+            "the dead message is not a retry"
+        );
+        // A batch to a retry topic is refused, as in RocketMQ.
+        let mut batch = send(0, "x");
+        batch.code = rq::SEND_BATCH_MESSAGE;
+        let r = invoke(batch).await.expect("answered");
+        assert_eq!(r.code, rc::SYSTEM_ERROR);
+        assert!(
+            r.remark
+                .as_deref()
+                .unwrap_or("")
+                .contains("does not support retry group"),
+            "{:?}",
+            r.remark
+        );
+        stop_broker(b);
+    });
+}

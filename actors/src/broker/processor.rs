@@ -574,6 +574,17 @@ impl BrokerCore {
             return Handled::Reply(reply(&req, rc::NO_PERMISSION, why));
         }
         let born_host = conn.peer;
+        if h.topic.starts_with(meta::RETRY_GROUP_TOPIC_PREFIX) {
+            // A consumer's own retry send (the fallback when CONSUMER_SEND_MSG_BACK fails).
+            if req.code == rq::SEND_BATCH_MESSAGE || h.batch {
+                return Handled::Reply(reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("batch request does not support retry group {}", h.topic),
+                ));
+            }
+            return later(self.send_retry(req, born_host, arrived));
+        }
         if let Some(topic) = self.meta_view.with_topic(h.topic, SendTopic::of) {
             return self.send_to(&req, &h, &props, topic, born_host, arrived);
         }
@@ -606,6 +617,66 @@ impl BrokerCore {
                 Handled::NoReply => reply(&req, rc::SYSTEM_ERROR, "the send produced no reply"),
             }
         })
+    }
+
+    /// A SEND to `%RETRY%<group>` (RocketMQ's `handleRetryTopic`): the group must exist (or be
+    /// created, with `autoCreateSubscriptionGroup`), and once the message's reconsume count has
+    /// reached the request's `maxReconsumeTimes` (the group's `retryMaxTimes` without it) it goes
+    /// to `%DLQ%<group>`, queue 0, without its DELAY. Otherwise a retry the consumer sends itself
+    /// would be retried for ever, and never reach the dead-letter queue.
+    async fn send_retry(
+        self: Rc<Self>,
+        req: RemotingCommand,
+        born_host: SocketAddr,
+        arrived: Instant,
+    ) -> RemotingCommand {
+        let h = match SendHeaderRef::from_command(&req) {
+            Ok(h) => h,
+            Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+        };
+        let group_name = &h.topic[meta::RETRY_GROUP_TOPIC_PREFIX.len()..];
+        let group = match self
+            .meta
+            .send(metadata::EnsureGroup(group_name.to_string()))
+            .await
+        {
+            Ok(Ok(Some(g))) => g,
+            _ => {
+                return reply(
+                    &req,
+                    rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+                    format!("subscription group not exist, {group_name}"),
+                )
+            }
+        };
+        let max_times = h.max_reconsume_times.unwrap_or(group.retry_max_times);
+        let dlq = (h.reconsume_times >= max_times).then(|| {
+            (
+                meta::dlq_topic(group_name),
+                properties::remove(h.properties, keys::DELAY),
+            )
+        });
+        let mut h = h;
+        if let Some((topic, props)) = &dlq {
+            h.topic = topic;
+            h.queue_id = 0;
+            h.properties = props;
+        }
+        let topic = match self
+            .topic_for_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+            .await
+        {
+            Ok(t) => SendTopic::of(&t),
+            Err((code, remark)) => return reply(&req, code, remark),
+        };
+        let props = SendProps::scan(h.properties);
+        match self.send_to(&req, &h, &props, topic, born_host, arrived) {
+            Handled::Reply(r) => r,
+            Handled::Later(f) => f
+                .await
+                .unwrap_or_else(|| reply(&req, rc::SYSTEM_ERROR, "the send produced no reply")),
+            Handled::NoReply => reply(&req, rc::SYSTEM_ERROR, "the send produced no reply"),
+        }
     }
 
     /// A SEND to an existing topic: checks the topic and queue, builds the message(s) and hands
