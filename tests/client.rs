@@ -1106,3 +1106,174 @@ fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue()
         stop_broker(b);
     });
 }
+
+/// QUERY_CONSUMER_OFFSET for a group with no offset: 0 only while the queue's first message is
+/// still in memory (within accessMessageInMemoryMaxRatio of the CommitLog's end), as RocketMQ
+/// answers; otherwise QUERY_NOT_FOUND (22), so that a new group reading from the last offset is
+/// not sent back over a long, cold history. setZeroIfNotFound=false always answers 22.
+#[test]
+fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
+    run_bounded("a_new_groups_offset_query", || async {
+        use actormq::remoting::client::RemotingClient;
+        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+        use actormq_core::protocol::command::RemotingCommand;
+        for (ratio, want) in [("40", rc::SUCCESS), ("0", rc::QUERY_NOT_FOUND)] {
+            let (_dir, b) = broker(&[("accessMessageInMemoryMaxRatio", ratio)]);
+            let client = RemotingClient::connect(&b.broker_addr)
+                .await
+                .expect("connect");
+            let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
+            for body in ["one", "two"] {
+                let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
+                    .with_ext("producerGroup", "P")
+                    .with_ext("topic", "Hist")
+                    .with_ext("defaultTopic", "TBW102")
+                    .with_ext("defaultTopicQueueNums", "1")
+                    .with_ext("queueId", "0")
+                    .with_ext("sysFlag", "0")
+                    .with_ext("bornTimestamp", now_millis().to_string())
+                    .with_ext("flag", "0")
+                    .with_ext("properties", "")
+                    .with_body(body.as_bytes().to_vec());
+                let r = invoke(send).await.expect("answered");
+                assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            }
+            let query = |zero: Option<&str>| {
+                let mut c = RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
+                    .with_ext("consumerGroup", "NewGroup")
+                    .with_ext("topic", "Hist")
+                    .with_ext("queueId", "0");
+                if let Some(z) = zero {
+                    c = c.with_ext("setZeroIfNotFound", z);
+                }
+                c
+            };
+            // Dispatch makes the units visible shortly after the sends are answered.
+            let max = || {
+                RemotingCommand::new_request(rq::GET_MAX_OFFSET)
+                    .with_ext("topic", "Hist")
+                    .with_ext("queueId", "0")
+            };
+            for _ in 0..250 {
+                let r = invoke(max()).await.expect("answered");
+                if r.ext("offset") == Some("2") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let r = invoke(query(None)).await.expect("answered");
+            assert_eq!(r.code, want, "ratio {ratio}: {:?}", r.remark);
+            if want == rc::SUCCESS {
+                assert_eq!(r.ext("offset"), Some("0"));
+            }
+            let r = invoke(query(Some("false"))).await.expect("answered");
+            assert_eq!(
+                r.code,
+                rc::QUERY_NOT_FOUND,
+                "ratio {ratio}, setZeroIfNotFound=false"
+            );
+            stop_broker(b);
+        }
+    });
+}
+
+/// What a PULL filters by, and which offsets a group may commit:
+/// - a heartbeat with an older subVersion does not put back an older subscription (RocketMQ's
+///   `updateSubscription`): in a rolling change of tags the new instances' messages would be
+///   filtered out by the broker and skipped;
+/// - a SQL92 expression is refused (no property filter here), as RocketMQ refuses it, rather
+///   than read as a tag that matches nothing, which skipped every message as filtered;
+/// - UPDATE_CONSUMER_OFFSET with a negative offset is refused, never stored and answered back.
+#[test]
+fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets() {
+    run_bounded("pull_filter_rules", || async {
+        use actormq::remoting::client::RemotingClient;
+        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+        use actormq_core::protocol::command::RemotingCommand;
+        let (_dir, b) = broker(&[]);
+        let client = RemotingClient::connect(&b.broker_addr)
+            .await
+            .expect("connect");
+        let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
+        let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
+            .with_ext("producerGroup", "P")
+            .with_ext("topic", "Tags")
+            .with_ext("defaultTopic", "TBW102")
+            .with_ext("defaultTopicQueueNums", "1")
+            .with_ext("queueId", "0")
+            .with_ext("sysFlag", "0")
+            .with_ext("bornTimestamp", now_millis().to_string())
+            .with_ext("flag", "0")
+            .with_ext("properties", "TAGS\u{1}TagB\u{2}")
+            .with_body(b"b".to_vec());
+        let r = invoke(send).await.expect("answered");
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let heartbeat = |client_id: &str, tag: &str, version: i64| {
+            let body = format!(
+                r#"{{"clientID":"{client_id}","producerDataSet":[],"consumerDataSet":[{{"groupName":"G","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{{"classFilterMode":false,"topic":"Tags","subString":"{tag}","tagsSet":["{tag}"],"codeSet":[],"subVersion":{version},"expressionType":"TAG"}}],"unitMode":false}}]}}"#
+            );
+            RemotingCommand::new_request(rq::HEART_BEAT).with_body(body.into_bytes())
+        };
+        // The new instance (TagB, version 2), then an old one still on TagA (version 1).
+        assert_eq!(
+            invoke(heartbeat("new", "TagB", 2)).await.unwrap().code,
+            rc::SUCCESS
+        );
+        assert_eq!(
+            invoke(heartbeat("old", "TagA", 1)).await.unwrap().code,
+            rc::SUCCESS
+        );
+        let pull = |sys_flag: i32, expression_type: Option<&str>| {
+            let mut c = RemotingCommand::new_request(rq::PULL_MESSAGE)
+                .with_ext("consumerGroup", "G")
+                .with_ext("topic", "Tags")
+                .with_ext("queueId", "0")
+                .with_ext("queueOffset", "0")
+                .with_ext("maxMsgNums", "32")
+                .with_ext("sysFlag", sys_flag.to_string())
+                .with_ext("commitOffset", "0")
+                .with_ext("suspendTimeoutMillis", "0")
+                .with_ext("subVersion", "0");
+            if let Some(t) = expression_type {
+                c = c
+                    .with_ext("subscription", "a > 5")
+                    .with_ext("expressionType", t);
+            }
+            c
+        };
+        // The stored subscription (no subscription flag) is TagB's: the message is found.
+        let mut found = None;
+        for _ in 0..100 {
+            let r = invoke(pull(0, None)).await.expect("answered");
+            if r.code == rc::SUCCESS {
+                found = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = found.expect("the TagB message is pulled by the newest subscription");
+        assert!(!r.body.is_empty());
+        // A SQL92 subscription in the request (flag 0x4) is refused.
+        let r = invoke(pull(0x4, Some("SQL92"))).await.expect("answered");
+        assert_eq!(r.code, rc::SYSTEM_ERROR);
+        assert!(
+            r.remark.as_deref().unwrap_or("").contains("SQL92"),
+            "{:?}",
+            r.remark
+        );
+        // A negative committed offset is refused and not answered back.
+        let update = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "G2")
+            .with_ext("topic", "Tags")
+            .with_ext("queueId", "0")
+            .with_ext("commitOffset", "-2");
+        assert_eq!(invoke(update).await.unwrap().code, rc::SYSTEM_ERROR);
+        let query = RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "G2")
+            .with_ext("topic", "Tags")
+            .with_ext("queueId", "0");
+        let r = invoke(query).await.unwrap();
+        assert_ne!(r.ext("offset"), Some("-2"), "{:?}", r.remark);
+        stop_broker(b);
+    });
+}

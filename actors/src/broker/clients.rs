@@ -213,9 +213,14 @@ impl Serve<Heartbeat> for ClientRegistry {
             g.message_model = c.message_model;
             g.consume_from_where = c.consume_from_where;
             for s in c.subscription_data_set {
-                let newer = g.subscriptions.get(&s.topic).is_none_or(|old| {
-                    old.sub_version != s.sub_version || old.sub_string != s.sub_string
-                });
+                // Only a newer subscription replaces the one held (RocketMQ's
+                // `updateSubscription`): in a rolling change of a group's tags, an instance
+                // still on the old tags must not put them back, or the broker would filter the
+                // new instances' pulls by them and their messages would be skipped.
+                let newer = g
+                    .subscriptions
+                    .get(&s.topic)
+                    .is_none_or(|old| s.sub_version > old.sub_version);
                 if newer {
                     g.subscriptions.insert(s.topic.clone(), s);
                     sub_changed = true;

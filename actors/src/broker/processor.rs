@@ -877,13 +877,31 @@ impl BrokerCore {
                 format!("queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]", h.queue_id, h.topic, topic.read_queue_nums, conn.peer),
             ));
         }
+        // Only tag expressions are filtered here (enablePropertyFilter is not supported): a
+        // SQL92 expression read as a tag would match nothing, and every message of the queue
+        // would be skipped past as filtered. RocketMQ answers the same refusal.
+        let stored = (!h.has_subscription())
+            .then(|| self.subs.get(&h.consumer_group, &h.topic))
+            .flatten();
+        let expression_type = match &stored {
+            Some(s) => Some(s.expression_type.as_str()),
+            None => h.expression_type.as_deref(),
+        };
+        if let Some(t) = expression_type.filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("TAG"))
+        {
+            return Handled::Reply(reply(
+                &req,
+                rc::SYSTEM_ERROR,
+                format!("The broker does not support consumer to filter message by {t}"),
+            ));
+        }
         let filter = if h.has_subscription() {
             TagFilter::from_expression(h.subscription.as_deref().unwrap_or("*"))
         } else {
             // The hashes are computed here from the tag strings, not taken from the client's
             // `codeSet`: some clients (rocketmq-client-rust 1.0.0) send hashes that are not Java's
             // String.hashCode, which the ConsumeQueue stores, and every message would be filtered.
-            match self.subs.get(&h.consumer_group, &h.topic) {
+            match &stored {
                 Some(s) if s.sub_string.trim() == "*" || s.sub_string.trim().is_empty() => {
                     TagFilter::all()
                 }
@@ -1179,24 +1197,44 @@ impl BrokerCore {
         let h = header_or_reply!(QueryConsumerOffsetRequestHeader, req);
         let meta = self.meta.clone();
         let reader = self.reader.clone();
+        let hot_bytes = self.settings.load().hot_bytes;
         later(async move {
             let m = metadata::QueryOffset {
                 group: h.consumer_group.clone(),
                 topic: h.topic.clone(),
                 queue_id: h.queue_id,
             };
-            match meta.send(m).await.ok().flatten() {
+            // A negative offset stored by an older build counts as none, as in RocketMQ.
+            match meta.send(m).await.ok().flatten().filter(|&o| o >= 0) {
                 Some(off) => ok(&req).with_ext_fields(
                     QueryConsumerOffsetResponseHeader { offset: off }.to_ext_fields(),
                 ),
                 None => {
-                    // RocketMQ 5: a queue whose first message is still at offset 0 (nothing
-                    // deleted yet) answers 0; otherwise the client decides (consumeFromWhere).
+                    // RocketMQ: a queue whose first message is still at offset 0 (nothing
+                    // deleted yet) and still in memory (within accessMessageInMemoryMaxRatio of
+                    // the CommitLog's end) answers 0: a new group reads the queue from its start.
+                    // Otherwise the client decides (consumeFromWhere): a new group reading from
+                    // the last offset must not be sent back over a long, cold history.
+                    // setZeroIfNotFound=false always leaves it to the client (RocketMQ 5).
                     let (min, max) = (
                         reader.min_offset(&h.topic, h.queue_id).0,
                         reader.max_offset(&h.topic, h.queue_id).0,
                     );
-                    if (min == 0 && max > 0) || h.set_zero_if_not_found == Some(true) {
+                    let first_in_memory = || {
+                        reader
+                            .queue(&h.topic, h.queue_id)
+                            .and_then(|q| q.unit(QueueOffset(0)))
+                            .filter(|u| u.is_valid())
+                            .is_some_and(|u| {
+                                let end = reader.commit_log().max_offset();
+                                end.saturating_sub(u.phy_offset as u64) <= hot_bytes
+                            })
+                    };
+                    if h.set_zero_if_not_found != Some(false)
+                        && min == 0
+                        && max > 0
+                        && first_in_memory()
+                    {
                         ok(&req).with_ext_fields(
                             QueryConsumerOffsetResponseHeader { offset: 0 }.to_ext_fields(),
                         )
@@ -1214,6 +1252,15 @@ impl BrokerCore {
 
     fn update_consumer_offset(&self, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(UpdateConsumerOffsetRequestHeader, req);
+        if h.commit_offset < 0 {
+            // Stored, it would be answered to QUERY_CONSUMER_OFFSET, and a client that gets a
+            // negative offset cannot start the queue. The pull-commit path drops them alike.
+            return Handled::Reply(reply(
+                &req,
+                rc::SYSTEM_ERROR,
+                format!("commitOffset {} is negative", h.commit_offset),
+            ));
+        }
         let meta = self.meta.clone();
         later(async move {
             let m = metadata::CommitOffset {
