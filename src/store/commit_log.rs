@@ -318,14 +318,20 @@ impl CommitLog {
                         // SAFETY: single owner, at the unpublished write position.
                         unsafe { f.write_slice(self.cur_pos, remaining as usize).fill(0) };
                     }
-                    // SAFETY: single owner; cur_pos is the unpublished write position and the
-                    // invariant keeps remaining >= 8.
-                    unsafe {
-                        record::encode_blank(
-                            f.write_slice(self.cur_pos, BLANK_LEN as usize),
-                            remaining as u32,
-                        )
-                    };
+                    // Appends always leave room for the BLANK, but a recovered file may not
+                    // have (a record of another writer ending within 8 bytes of the end, its
+                    // CRC intact): then the tail is left as zeros, which recovery also reads as
+                    // the file's end (it looks for no record in less than a BLANK's length).
+                    if remaining >= BLANK_LEN {
+                        // SAFETY: single owner; cur_pos is the unpublished write position, and
+                        // the BLANK's 8 bytes are inside the file (checked just above).
+                        unsafe {
+                            record::encode_blank(
+                                f.write_slice(self.cur_pos, BLANK_LEN as usize),
+                                remaining as u32,
+                            )
+                        };
+                    }
                     f.publish_wrote(size);
                     // The file is full now, even if the next file cannot be had: a retry must go
                     // straight to the next file, never write over the published blank.
@@ -506,7 +512,6 @@ impl CommitLog {
             return Err(PutError::new(PutStatus::MessageIllegal, "empty batch"));
         };
         let mut total = 0u64;
-        let mut body_total = 0usize;
         for m in msgs {
             if m.topic != first.topic || m.queue_id != first.queue_id {
                 return Err(PutError::new(
@@ -514,16 +519,25 @@ impl CommitLog {
                     "a batch must target one topic and queue",
                 ));
             }
+            if m.sys_flag & sys_flag::TRANSACTION_TYPE_MASK != sys_flag::TRANSACTION_NOT_TYPE {
+                // RocketMQ's putMessages refuses them too: each record would take a queue
+                // offset no ConsumeQueue unit is ever made for.
+                return Err(PutError::new(
+                    PutStatus::MessageIllegal,
+                    "a batch cannot hold transactional messages",
+                ));
+            }
             let len = record::record_len(m);
             self.check_sizes(m, len)?;
             total += len as u64;
-            body_total += m.body.len();
         }
-        if body_total > self.cfg.max_message_size {
+        // The records, not only the bodies, as RocketMQ's batch encoder counts them: a batch of
+        // many small messages encodes to far more than its bodies.
+        if total > self.cfg.max_message_size as u64 {
             return Err(PutError::new(
                 PutStatus::MessageIllegal,
                 format!(
-                    "batch bodies total {body_total} bytes; maxMessageSize is {}",
+                    "the batch's records total {total} bytes; maxMessageSize is {}",
                     self.cfg.max_message_size
                 ),
             ));
@@ -1256,8 +1270,9 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut cl = log(dir.path(), 4096);
         cl.append(&msg("T", 0, 2000), 1).unwrap();
-        // 4 records of ~592 bytes after one of ~2092: 4460 + 8 > 4096, so the batch cannot fit.
-        let batch: Vec<_> = (0..4).map(|_| msg("T", 0, 500)).collect();
+        // 3 records of ~672 bytes (2,016, within maxMessageSize 2,048) after one of ~2,092:
+        // 4,108 + 8 > 4,096, so the batch cannot fit.
+        let batch: Vec<_> = (0..3).map(|_| msg("T", 0, 580)).collect();
         let mut offs = Vec::new();
         let ok = cl.append_batch(&batch, 2, &mut offs).unwrap();
         assert_eq!(
@@ -1266,10 +1281,37 @@ pub(crate) mod tests {
             "whole batch moved to the next file"
         );
         assert_eq!(ok.queue_offset, QueueOffset(1));
-        assert_eq!(ok.msg_num, 4);
-        assert_eq!(offs.len(), 4);
-        assert_eq!(cl.queue_offset("T", 0), QueueOffset(5));
+        assert_eq!(ok.msg_num, 3);
+        assert_eq!(offs.len(), 3);
+        assert_eq!(cl.queue_offset("T", 0), QueueOffset(4));
         assert_eq!(ok.rolled_into, Some(4096));
+    }
+
+    /// As RocketMQ's putMessages: a batch's records (not only its bodies) must fit in
+    /// maxMessageSize, and a batch holds no transactional message; nothing is written and no
+    /// queue offset is taken when it is refused.
+    #[test]
+    fn a_batch_too_large_once_encoded_or_transactional_is_refused_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cl = log(dir.path(), 1 << 16);
+        let mut offs = Vec::new();
+        // 40 bodies of 10 bytes: 400 body bytes, but 40 records of ~102 bytes (> 2,048).
+        let small: Vec<_> = (0..40).map(|_| msg("T", 0, 10)).collect();
+        let e = cl.append_batch(&small, 1, &mut offs).unwrap_err();
+        assert_eq!(e.status, PutStatus::MessageIllegal);
+        assert!(e.remark.contains("maxMessageSize"), "{}", e.remark);
+        let mut prepared = msg("T", 0, 10);
+        prepared.sys_flag = sys_flag::TRANSACTION_PREPARED_TYPE;
+        let e = cl
+            .append_batch(&[msg("T", 0, 10), prepared], 1, &mut offs)
+            .unwrap_err();
+        assert_eq!(e.status, PutStatus::MessageIllegal);
+        assert!(e.remark.contains("transactional"), "{}", e.remark);
+        assert_eq!(
+            (cl.max_offset(), cl.queue_offset("T", 0)),
+            (PhyOffset(0), QueueOffset(0))
+        );
+        assert!(offs.is_empty());
     }
 
     #[test]
@@ -1344,6 +1386,29 @@ pub(crate) mod tests {
             cl.append(&msg("T", 0, 10), 1).unwrap().queue_offset,
             QueueOffset(1)
         );
+    }
+
+    #[test]
+    fn a_recovered_file_ending_too_close_to_its_end_for_a_blank_rolls_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        // A record that ends 4 bytes before its file's end (no ActorMQ or RocketMQ writer
+        // leaves less than a BLANK's 8 bytes, but the CRC of such a record holds).
+        let base = record::record_len(&msg("T", 0, 0));
+        let mut file = vec![0u8; 4096];
+        let m = msg("T", 0, 4092 - base);
+        assert_eq!(record::encode_into(&mut file, &m, 0, 0, 1), 4092);
+        std::fs::write(dir.path().join(crate::offset::file_name_of(0)), &file).unwrap();
+        let mut cl = log(dir.path(), 4096);
+        let rep = cl.recover(true, None, |_, _| {}).unwrap();
+        assert_eq!(rep.end, PhyOffset(4092));
+        // The next append rolls to the next file, writing nothing past the first one's end.
+        let ok = cl.append(&msg("T", 0, 10), 2).unwrap();
+        assert_eq!(ok.phy_offset, PhyOffset(4096));
+        drop(cl);
+        let mut cl = log(dir.path(), 4096);
+        let rep = cl.recover(true, None, |_, _| {}).unwrap();
+        assert_eq!(rep.end, ok.end_offset(), "{rep:?}");
+        assert_eq!(rep.records, 2);
     }
 
     #[test]

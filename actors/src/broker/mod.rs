@@ -6,8 +6,8 @@
 //! store → write the abort file for this run → load metadata → start the client registry, long polling and request processor → listen →
 //! start (or not) the embedded name server → serve `/metrics` ([`crate::metrics`]) → register with
 //! the name servers. [`BrokerHandle::stop`] reverses it: stop accepting (requests and scrapes),
-//! unregister, persist metadata, flush and close the store, remove the abort file, release the
-//! lock.
+//! unregister, flush and close the store, close the connections, persist metadata, remove the
+//! abort file, release the lock.
 
 pub mod admin;
 pub mod clients;
@@ -399,8 +399,9 @@ pub async fn start(
 }
 
 impl BrokerHandle {
-    /// Clean stop: stop accepting, unregister, persist metadata, flush and close the store,
-    /// remove the abort file so the next start takes the normal recovery path.
+    /// Clean stop: stop accepting, unregister, flush and close the store, close the
+    /// connections, persist metadata, remove the abort file so the next start takes the normal
+    /// recovery path.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.accept.abort();
         // Replication first: a slave stops appending, a master stops serving its slaves, and the
@@ -415,7 +416,6 @@ impl BrokerHandle {
         }
         let _ =
             tokio::time::timeout(Duration::from_secs(5), self.registrar.send(UnregisterAll)).await;
-        self.meta.send(PersistAll).await??;
         // Connections may still hold the processor (and so the store); shutdown stops the store's
         // actors regardless, so late requests get SERVICE_NOT_AVAILABLE.
         let stored = self.store.shutdown().await;
@@ -423,7 +423,13 @@ impl BrokerHandle {
         // also after a failed store stop (which leaves the abort file: the next start recovers
         // as after a crash).
         self.connections.stop().await;
+        // Metadata last, when no connection is left to commit an offset (a PULL's or an
+        // UPDATE_CONSUMER_OFFSET) or to create a topic: persisted earlier, what came in
+        // meanwhile was lost, and consumers read it again after the restart. RocketMQ persists
+        // consumerOffset.json after its remoting server is down alike.
+        let persisted = self.meta.send(PersistAll).await;
         stored?;
+        persisted??;
         remove_abort_file(&self.root)?;
         tracing::info!(store = %self.root.display(), "broker stopped cleanly");
         Ok(())
