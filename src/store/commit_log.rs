@@ -113,6 +113,8 @@ pub struct CommitLog {
     files: MappedFileQueue,
     /// Files the allocator prepared ahead of need, in offset order.
     prepared: Vec<Arc<MappedFile>>,
+    /// The last failed creation of a file and when: see [`CREATE_RETRY_AFTER`].
+    create_failed: Option<(Instant, PutError)>,
     /// topic -> next queue offset per queue id (RocketMQ's `topicQueueTable`).
     queue_offsets: HashMap<Box<str>, Vec<u64>>,
     cur: Option<Arc<MappedFile>>,
@@ -128,6 +130,7 @@ impl CommitLog {
             cfg,
             files,
             prepared: Vec::new(),
+            create_failed: None,
             queue_offsets: HashMap::new(),
             cur: None,
             cur_pos: 0,
@@ -425,7 +428,12 @@ impl CommitLog {
         {
             self.prepared.remove(0)
         } else {
-            Arc::new(
+            if let Some((at, e)) = &self.create_failed {
+                if at.elapsed() < CREATE_RETRY_AFTER {
+                    return Err(e.clone());
+                }
+            }
+            let created =
                 MappedFile::create(self.files.dir(), from, self.cfg.file_size, self.cfg.warm)
                     .map_err(|e| {
                         // A full disk is a refusal the client can act on (SERVICE_NOT_AVAILABLE,
@@ -443,8 +451,17 @@ impl CommitLog {
                             self.files.dir().display()
                         ),
                         )
-                    })?,
-            )
+                    });
+            match created {
+                Ok(f) => {
+                    self.create_failed = None;
+                    Arc::new(f)
+                }
+                Err(e) => {
+                    self.create_failed = Some((Instant::now(), e.clone()));
+                    return Err(e);
+                }
+            }
         };
         // No zeroing write touches it once we may write it (see `MappedFile::claim`).
         file.claim();
@@ -791,6 +808,14 @@ impl CommitLog {
         Ok(report)
     }
 }
+
+/// After a failed creation of a CommitLog file, appends that need one are refused with the
+/// same answer for this long before the next try. Each try preallocates a whole file
+/// (`mappedFileSizeCommitLog`, 1 GiB by default); on a disk with less room than that, one try per
+/// append (hundreds per mailbox message) kept the writer busy allocating and freeing space the
+/// other files (ConsumeQueue, index, checkpoint) needed meanwhile. The allocator's prepared
+/// file, when it has one, is taken at once all the same.
+pub const CREATE_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// [`MappedFile::ring_room`] as a refusal: a failed commit means the file cannot be written.
 /// What [`publishable`] found.
@@ -1285,6 +1310,42 @@ pub(crate) mod tests {
         assert_eq!(offs.len(), 3);
         assert_eq!(cl.queue_offset("T", 0), QueueOffset(4));
         assert_eq!(ok.rolled_into, Some(4096));
+    }
+
+    /// After a failed creation of the next file, appends are refused with the same answer
+    /// without trying again until `CREATE_RETRY_AFTER` has passed; then the file is made.
+    #[test]
+    fn a_failed_file_creation_is_not_retried_by_every_append() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("commitlog");
+        std::fs::create_dir(&dir).unwrap();
+        let mut cl = log(&dir, 4096);
+        cl.append(&msg("T", 0, 2000), 1).unwrap();
+        // The directory gives way to a file: the next file cannot be made.
+        std::fs::rename(&dir, root.path().join("aside")).unwrap();
+        std::fs::write(&dir, b"not a directory").unwrap();
+        let first = cl.append(&msg("T", 0, 2000), 1).unwrap_err();
+        assert!(
+            first
+                .remark
+                .contains("cannot create CommitLog file at offset 4096"),
+            "{first:?}"
+        );
+        // Space (here: the directory) is back at once, but the next append does not try yet.
+        std::fs::remove_file(&dir).unwrap();
+        std::fs::rename(root.path().join("aside"), &dir).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(cl.append(&msg("T", 0, 2000), 1).unwrap_err(), first);
+        assert!(!dir.join(crate::offset::file_name_of(4096)).exists());
+        let ok = loop {
+            match cl.append(&msg("T", 0, 2000), 1) {
+                Ok(ok) => break ok,
+                Err(e) => assert_eq!(e, first),
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "never retried");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(ok.phy_offset, PhyOffset(4096));
     }
 
     /// As RocketMQ's putMessages: a batch's records (not only its bodies) must fit in
