@@ -1277,3 +1277,57 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
         stop_broker(b);
     });
 }
+
+/// A group whose consumption is switched off (`updateSubGroup -s false`, consumeEnable) gets
+/// NO_PERMISSION for its pulls, as from RocketMQ, until it is switched on again.
+#[test]
+fn a_group_with_consumption_switched_off_may_not_pull() {
+    run_bounded("consume_enable", || async {
+        use actormq::remoting::client::RemotingClient;
+        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+        use actormq_core::protocol::command::RemotingCommand;
+        let (_dir, b) = broker(&[]);
+        let client = RemotingClient::connect(&b.broker_addr).await.expect("connect");
+        let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
+        let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
+            .with_ext("producerGroup", "P")
+            .with_ext("topic", "Gate")
+            .with_ext("defaultTopic", "TBW102")
+            .with_ext("defaultTopicQueueNums", "1")
+            .with_ext("queueId", "0")
+            .with_ext("sysFlag", "0")
+            .with_ext("bornTimestamp", now_millis().to_string())
+            .with_ext("flag", "0")
+            .with_ext("properties", "")
+            .with_body(b"m".to_vec());
+        assert_eq!(invoke(send).await.unwrap().code, rc::SUCCESS);
+        let group = |enable: bool| {
+            let body = format!(
+                r#"{{"groupName":"Off","consumeEnable":{enable},"consumeFromMinEnable":true,"consumeBroadcastEnable":true,"retryQueueNums":1,"retryMaxTimes":16,"brokerId":0,"whichBrokerWhenConsumeSlowly":1,"notifyConsumerIdsChangedEnable":true}}"#
+            );
+            RemotingCommand::new_request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+                .with_body(body.into_bytes())
+        };
+        let pull = || {
+            RemotingCommand::new_request(rq::PULL_MESSAGE)
+                .with_ext("consumerGroup", "Off")
+                .with_ext("topic", "Gate")
+                .with_ext("queueId", "0")
+                .with_ext("queueOffset", "0")
+                .with_ext("maxMsgNums", "32")
+                .with_ext("sysFlag", "0")
+                .with_ext("commitOffset", "0")
+                .with_ext("suspendTimeoutMillis", "0")
+                .with_ext("subVersion", "0")
+        };
+        let r = invoke(group(false)).await.unwrap();
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let r = invoke(pull()).await.unwrap();
+        assert_eq!(r.code, rc::NO_PERMISSION, "{:?}", r.remark);
+        assert!(r.remark.as_deref().unwrap_or("").contains("Off"), "{:?}", r.remark);
+        assert_eq!(invoke(group(true)).await.unwrap().code, rc::SUCCESS);
+        let r = invoke(pull()).await.unwrap();
+        assert_ne!(r.code, rc::NO_PERMISSION, "{:?}", r.remark);
+        stop_broker(b);
+    });
+}

@@ -856,6 +856,14 @@ impl BrokerCore {
         conn: &ConnInfo,
         resumed: bool,
     ) -> Handled {
+        // `updateSubGroup -s false` (consumeEnable) stops a group's consumption, as in RocketMQ.
+        if self.meta_view.with_group(&h.consumer_group, |g| g.consume_enable) == Some(false) {
+            return Handled::Reply(reply(
+                &req,
+                rc::NO_PERMISSION,
+                format!("subscription group no permission, {}", h.consumer_group),
+            ));
+        }
         let Some(topic) = self.meta_view.topic(&h.topic) else {
             return Handled::Reply(reply(
                 &req,
