@@ -1279,15 +1279,18 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
 }
 
 /// A group whose consumption is switched off (`updateSubGroup -s false`, consumeEnable) gets
-/// NO_PERMISSION for its pulls, as from RocketMQ, until it is switched on again.
+/// NO_PERMISSION for its pulls, as from RocketMQ, until it is switched on again; and a pull at a
+/// negative offset is answered PULL_OFFSET_MOVED to the queue's min.
 #[test]
-fn a_group_with_consumption_switched_off_may_not_pull() {
+fn a_group_switched_off_may_not_pull_and_a_negative_offset_is_moved_to_the_min() {
     run_bounded("consume_enable", || async {
         use actormq::remoting::client::RemotingClient;
         use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
         use actormq_core::protocol::command::RemotingCommand;
         let (_dir, b) = broker(&[]);
-        let client = RemotingClient::connect(&b.broker_addr).await.expect("connect");
+        let client = RemotingClient::connect(&b.broker_addr)
+            .await
+            .expect("connect");
         let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
         let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
             .with_ext("producerGroup", "P")
@@ -1324,10 +1327,20 @@ fn a_group_with_consumption_switched_off_may_not_pull() {
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         let r = invoke(pull()).await.unwrap();
         assert_eq!(r.code, rc::NO_PERMISSION, "{:?}", r.remark);
-        assert!(r.remark.as_deref().unwrap_or("").contains("Off"), "{:?}", r.remark);
+        assert!(
+            r.remark.as_deref().unwrap_or("").contains("Off"),
+            "{:?}",
+            r.remark
+        );
         assert_eq!(invoke(group(true)).await.unwrap().code, rc::SUCCESS);
         let r = invoke(pull()).await.unwrap();
         assert_ne!(r.code, rc::NO_PERMISSION, "{:?}", r.remark);
+        // A negative offset is below the queue, as RocketMQ sees it: moved to the min, not
+        // served from 0 as if 0 had been asked for.
+        let r = invoke(pull().with_ext("queueOffset", "-5")).await.unwrap();
+        assert_eq!(r.code, rc::PULL_OFFSET_MOVED, "{:?}", r.remark);
+        assert_eq!(r.ext("nextBeginOffset"), Some("0"));
+        assert!(r.body.is_empty());
         stop_broker(b);
     });
 }

@@ -857,7 +857,11 @@ impl BrokerCore {
         resumed: bool,
     ) -> Handled {
         // `updateSubGroup -s false` (consumeEnable) stops a group's consumption, as in RocketMQ.
-        if self.meta_view.with_group(&h.consumer_group, |g| g.consume_enable) == Some(false) {
+        if self
+            .meta_view
+            .with_group(&h.consumer_group, |g| g.consume_enable)
+            == Some(false)
+        {
             return Handled::Reply(reply(
                 &req,
                 rc::NO_PERMISSION,
@@ -956,6 +960,15 @@ impl BrokerCore {
         let mut r =
             self.reader
                 .get_messages(&h.topic, h.queue_id, QueueOffset(offset), limits, &filter);
+        if h.queue_offset < 0 && r.max_offset.0 > 0 {
+            // Below every offset, as RocketMQ's getMessage sees a negative one: OFFSET_TOO_SMALL,
+            // to be corrected to the queue's min (not served from 0 as if asked for it).
+            r.status = GetStatus::OffsetTooSmall;
+            r.next_begin_offset = r.min_offset;
+            r.messages.clear();
+            r.queue_offsets.clear();
+            r.total_bytes = 0;
+        }
         let slave = self.store.params().broker_role.is_slave();
         // RocketMQ's `nextOffsetCorrection`: a slave may be behind its master, so unless
         // `offsetCheckInSlave` it never moves a consumer's offset; the consumer keeps it and goes
