@@ -268,6 +268,9 @@ impl MappedFile {
                 close_zeroing(&zeroing);
                 if e.kind() == io::ErrorKind::AlreadyExists {
                     drop(map);
+                    // The name may be one an earlier try linked and could not make durable (its
+                    // directory sync failed): synced now, before anything is acknowledged in it.
+                    sync_dir(dir)?;
                     MappedFile::open(&path, file_size)
                 } else {
                     Err(e)
