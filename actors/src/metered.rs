@@ -33,6 +33,29 @@ pub struct Probe {
     /// Mailbox wait of the most recently handled message, in µs: the head-of-line wait that flow
     /// control and `GET_BROKER_RUNTIME_INFO` report.
     pub last_wait_us: std::sync::atomic::AtomicU64,
+    /// When the handler running now started, in µs since [`epoch`] plus one; 0 while the actor
+    /// waits for a message. A handler stuck in a slow system call shows here (see
+    /// [`Probe::busy_for`]) while `last_wait_us` still holds the wait of the message before it.
+    pub busy_since_us: std::sync::atomic::AtomicU64,
+}
+
+/// The instant probe times count from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl Probe {
+    /// How long the handler running now has been running (`None`: none is).
+    pub fn busy_for(&self) -> Option<std::time::Duration> {
+        let since = self
+            .busy_since_us
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (since > 0).then(|| {
+            let now = epoch().elapsed().as_micros() as u64 + 1;
+            std::time::Duration::from_micros(now.saturating_sub(since))
+        })
+    }
 }
 
 struct Instruments {
@@ -110,6 +133,7 @@ pub fn registry() -> &'static Registry {
 
 /// The probe of an actor name, created on first use.
 pub fn probe(name: &'static str) -> &'static Probe {
+    let _ = epoch();
     let ins = instruments();
     // Only touched when an actor starts or a ref is created, never per message.
     let mut probes = ins.probes.lock().unwrap_or_else(|e| e.into_inner());
@@ -121,6 +145,7 @@ pub fn probe(name: &'static str) -> &'static Probe {
             wait: ins.wait.with_label_values(&[name]),
             handle: ins.handle.with_label_values(&[name]),
             last_wait_us: std::sync::atomic::AtomicU64::new(0),
+            busy_since_us: std::sync::atomic::AtomicU64::new(0),
         }))
     })
 }
@@ -225,7 +250,11 @@ where
         );
         let msg = env.msg.take().expect("an envelope is handled once");
         drop(env);
+        let busy = &self.probe.busy_since_us;
+        let since = start.saturating_duration_since(epoch()).as_micros() as u64 + 1;
+        busy.store(since, std::sync::atomic::Ordering::Relaxed);
         let reply = self.inner.serve(msg, ctx);
+        busy.store(0, std::sync::atomic::Ordering::Relaxed);
         self.probe.handle.observe(start.elapsed().as_secs_f64());
         self.probe.messages.inc();
         reply
@@ -432,6 +461,49 @@ mod tests {
         fn serve(&mut self, msg: Ping, _: &mut Context<Metered<Self>>) -> u32 {
             msg.0 + 1
         }
+    }
+
+    struct Stuck;
+    impl Service for Stuck {
+        const NAME: &'static str = "test_stuck";
+    }
+    struct Hold(std::sync::mpsc::Receiver<()>);
+    impl Message for Hold {
+        type Result = ();
+    }
+    impl Serve<Hold> for Stuck {
+        type Reply = ();
+        fn serve(&mut self, msg: Hold, _: &mut Context<Metered<Self>>) {
+            // Blocks its thread, as a slow system call would.
+            let _ = msg.0.recv();
+        }
+    }
+
+    /// A handler that does not return shows as busy, with how long, from any thread; the last
+    /// mailbox wait cannot show it (no message is taken meanwhile).
+    #[actix::test]
+    async fn a_handler_stuck_in_a_call_shows_how_long_it_has_been_busy() {
+        let arbiter = actix::Arbiter::new();
+        let r = start_on(Some(&arbiter.handle()), Stuck);
+        let probe = r.probe();
+        assert_eq!(probe.busy_for(), None);
+        let (release, hold) = std::sync::mpsc::channel();
+        let done = r.send(Hold(hold));
+        let mut busy = None;
+        for _ in 0..2_000 {
+            busy = probe
+                .busy_for()
+                .filter(|b| *b >= std::time::Duration::from_millis(20));
+            if busy.is_some() {
+                break;
+            }
+            actix_rt::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(busy.is_some(), "never seen busy for 20 ms");
+        release.send(()).unwrap();
+        done.await.unwrap();
+        assert_eq!(probe.busy_for(), None, "idle again");
+        arbiter.stop();
     }
 
     #[actix::test]

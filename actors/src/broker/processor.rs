@@ -53,6 +53,9 @@ pub struct ProcessorSettings {
     pub long_polling: bool,
     pub short_polling: Duration,
     pub wait_time_in_send_queue: Duration,
+    /// `osPageCacheBusyTimeOutMills`: a writer busy with one request longer than this refuses
+    /// sends (SYSTEM_BUSY) until it is done.
+    pub os_page_cache_busy: Duration,
     pub fast_failure: bool,
     pub reject_transaction: bool,
     pub max_transfer_count: usize,
@@ -83,6 +86,7 @@ impl ProcessorSettings {
             long_polling: b.long_polling_enable,
             short_polling: Duration::from_millis(b.short_polling_time_ms),
             wait_time_in_send_queue: Duration::from_millis(b.wait_time_ms_in_send_queue),
+            os_page_cache_busy: Duration::from_millis(sc.os_page_cache_busy_timeout_ms),
             fast_failure: b.broker_fast_failure_enable,
             reject_transaction: b.reject_transaction_message,
             max_transfer_count: sc.max_transfer_count_on_message_in_memory as usize,
@@ -535,8 +539,24 @@ impl BrokerCore {
         }
         let probe = self.store.writer().probe();
         let depth = probe.depth.get();
+        // A writer stuck in one append (a slow file creation, a wait for a write buffer) takes no
+        // message, so the last wait below stays that of the message before: RocketMQ's
+        // isOSPageCacheBusy, the time the append under way has held the CommitLog.
+        let settings = self.settings.load();
+        if let Some(busy) = probe
+            .busy_for()
+            .filter(|b| *b > settings.os_page_cache_busy)
+        {
+            return Some(format!(
+                "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, the CommitLog \
+                 writer has been busy with one request for {}ms (osPageCacheBusyTimeOutMills: \
+                 {}ms), size of queue: {depth}",
+                busy.as_millis(),
+                settings.os_page_cache_busy.as_millis()
+            ));
+        }
         let wait_us = probe.last_wait_us.load(Ordering::Relaxed);
-        let limit = self.settings.load().wait_time_in_send_queue;
+        let limit = settings.wait_time_in_send_queue;
         (depth > 0 && Duration::from_micros(wait_us) > limit).then(|| {
             format!(
                 "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: {}ms, size of queue: {depth}, waitTimeMillsInSendQueue: {}ms",
