@@ -669,3 +669,61 @@ async fn a_java_broker_registration_body_is_accepted() {
         3
     );
 }
+
+/// `mqadmin wipeWritePerm` / `addWritePerm` (WIPE_WRITE_PERM_OF_BROKER 205,
+/// ADD_WRITE_PERM_OF_BROKER 327): the write bit of every topic of a broker name goes from the
+/// routes, so producers stop choosing it while consumers drain it, and comes back as read+write.
+/// Another broker's topics keep theirs; a re-registration with the same dataVersion does not undo
+/// it (as in RocketMQ).
+#[actix::test]
+async fn wipe_and_add_write_perm_of_a_broker_change_its_routes() {
+    let ns = namesrv().await;
+    let c = connect(&ns).await;
+    let topics = [("T", 4, 4, 6), ("U", 2, 2, 6)];
+    for (name, addr) in [
+        ("broker-a", "10.0.0.1:10911"),
+        ("broker-b", "10.0.0.2:10911"),
+    ] {
+        assert_eq!(
+            call(&c, register_request(name, addr, 0, &topics, 1))
+                .await
+                .code,
+            0
+        );
+    }
+    let perms = |route: &TopicRouteData| -> Vec<(String, i32)> {
+        let mut v: Vec<_> = route
+            .queue_datas
+            .iter()
+            .map(|q| (q.broker_name.clone(), q.perm))
+            .collect();
+        v.sort();
+        v
+    };
+    let wipe = RemotingCommand::new_request(205).with_ext("brokerName", "broker-a");
+    let resp = call(&c, wipe).await;
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    assert_eq!(resp.ext("wipeTopicCount"), Some("2"));
+    for t in ["T", "U"] {
+        let r = parse_route(&route(&c, t).await);
+        assert_eq!(
+            perms(&r),
+            [("broker-a".to_string(), 4), ("broker-b".to_string(), 6)]
+        );
+    }
+    // The broker's periodic registration, topic table unchanged, leaves the wipe in place.
+    let again = register_request("broker-a", "10.0.0.1:10911", 0, &topics, 1);
+    assert_eq!(call(&c, again).await.code, 0);
+    let r = parse_route(&route(&c, "T").await);
+    assert_eq!(perms(&r)[0], ("broker-a".to_string(), 4));
+    let add = RemotingCommand::new_request(327).with_ext("brokerName", "broker-a");
+    let resp = call(&c, add).await;
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    assert_eq!(resp.ext("addTopicCount"), Some("2"));
+    let r = parse_route(&route(&c, "T").await);
+    assert_eq!(perms(&r)[0], ("broker-a".to_string(), 6));
+    // Without a broker name: refused with a remark.
+    let resp = call(&c, RemotingCommand::new_request(205)).await;
+    assert_eq!(resp.code, 1);
+    assert!(resp.remark.unwrap().contains("brokerName"));
+}

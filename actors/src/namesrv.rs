@@ -124,6 +124,19 @@ impl Message for DeleteTopic {
     type Result = usize;
 }
 
+/// WIPE_WRITE_PERM_OF_BROKER (`write: false`) and ADD_WRITE_PERM_OF_BROKER (`write: true`), as
+/// `mqadmin wipeWritePerm` / `addWritePerm` send them: the write bit of every topic's queue data
+/// of a broker name goes (producers stop choosing it, consumers drain it) or comes back as
+/// read+write. Kept until the broker's topic table changes (its next dataVersion), as in
+/// RocketMQ. Replies with how many topics were changed.
+pub struct SetWritePerm {
+    pub broker_name: String,
+    pub write: bool,
+}
+impl Message for SetWritePerm {
+    type Result = usize;
+}
+
 /// Every topic with queue data, sorted.
 pub struct GetAllTopics;
 impl Message for GetAllTopics {
@@ -489,6 +502,27 @@ impl Serve<DeleteTopic> for RouteRegistry {
     }
 }
 
+impl Serve<SetWritePerm> for RouteRegistry {
+    type Reply = Reply<SetWritePerm>;
+    fn serve(&mut self, m: SetWritePerm, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        const READ: i32 = actormq_core::meta::PERM_READ as i32;
+        const WRITE: i32 = actormq_core::meta::PERM_WRITE as i32;
+        let mut changed = 0;
+        for per_broker in self.topic_queue_table.values_mut() {
+            if let Some(q) = per_broker.get_mut(&m.broker_name) {
+                q.perm = if m.write {
+                    READ | WRITE
+                } else {
+                    q.perm & !WRITE
+                };
+                changed += 1;
+            }
+        }
+        tracing::info!(broker = %m.broker_name, write = m.write, topics = changed, "write permission of a broker changed on the name server");
+        MessageResult(changed)
+    }
+}
+
 impl Serve<GetAllTopics> for RouteRegistry {
     type Reply = Reply<GetAllTopics>;
     fn serve(&mut self, _: GetAllTopics, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -716,6 +750,26 @@ impl Processor for NamesrvProcessor {
                     ),
                     Err(e) => system_error(&req, e.to_string()),
                 }
+            }
+            code @ (request_code::WIPE_WRITE_PERM_OF_BROKER
+            | request_code::ADD_WRITE_PERM_OF_BROKER) => {
+                let Some(name) = req.ext("brokerName").filter(|n| !n.is_empty()) else {
+                    return system_error(&req, "the request header has no brokerName".to_string());
+                };
+                let write = code == request_code::ADD_WRITE_PERM_OF_BROKER;
+                let field = if write {
+                    "addTopicCount"
+                } else {
+                    "wipeTopicCount"
+                };
+                self.ask(
+                    &req,
+                    SetWritePerm {
+                        broker_name: name.to_string(),
+                        write,
+                    },
+                    move |n, resp| resp.with_ext(field, n.to_string()),
+                )
             }
             code => Handled::Reply(RemotingCommand::response_to(
                 &req,
