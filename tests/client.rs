@@ -1344,3 +1344,75 @@ fn a_group_switched_off_may_not_pull_and_a_negative_offset_is_moved_to_the_min()
         stop_broker(b);
     });
 }
+
+/// `updateBrokerConfig -k brokerPermission -v 4` takes a broker out of writing at once, as with
+/// RocketMQ: sends get NO_PERMISSION, pulls go on, and the routes it registers carry perm 4 for
+/// every topic, so producers stop choosing it; 6 puts it back.
+#[test]
+fn broker_permission_changes_at_runtime_and_in_the_routes() {
+    run_bounded("broker_permission", || async {
+        use actormq::remoting::client::RemotingClient;
+        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+        use actormq_core::protocol::command::RemotingCommand;
+        let (_dir, b) = broker(&[]);
+        let broker = RemotingClient::connect(&b.broker_addr)
+            .await
+            .expect("connect");
+        let ns = RemotingClient::connect(&b.namesrv_addr)
+            .await
+            .expect("connect");
+        let send = || {
+            RemotingCommand::new_request(rq::SEND_MESSAGE)
+                .with_ext("producerGroup", "P")
+                .with_ext("topic", "Drain")
+                .with_ext("defaultTopic", "TBW102")
+                .with_ext("defaultTopicQueueNums", "1")
+                .with_ext("queueId", "0")
+                .with_ext("sysFlag", "0")
+                .with_ext("bornTimestamp", now_millis().to_string())
+                .with_ext("flag", "0")
+                .with_ext("properties", "")
+                .with_body(b"m".to_vec())
+        };
+        let t = Duration::from_secs(5);
+        assert_eq!(broker.invoke(send(), t).await.unwrap().code, rc::SUCCESS);
+        let set = |perm: &str| {
+            RemotingCommand::new_request(rq::UPDATE_BROKER_CONFIG)
+                .with_body(format!("brokerPermission={perm}\n").into_bytes())
+        };
+        let route_perm = || async {
+            let r = ns
+                .invoke(
+                    RemotingCommand::new_request(rq::GET_ROUTEINFO_BY_TOPIC)
+                        .with_ext("topic", "Drain"),
+                    t,
+                )
+                .await
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            v["queueDatas"][0]["perm"].as_i64()
+        };
+        for (perm, send_code) in [("4", rc::NO_PERMISSION), ("6", rc::SUCCESS)] {
+            let r = broker.invoke(set(perm), t).await.unwrap();
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            assert_eq!(r.remark, None, "applied at once, not at the next start");
+            let r = broker.invoke(send(), t).await.unwrap();
+            assert_eq!(r.code, send_code, "brokerPermission {perm}: {:?}", r.remark);
+            let want: i64 = perm.parse().unwrap();
+            let mut got = None;
+            for _ in 0..250 {
+                got = route_perm().await;
+                if got == Some(want) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(
+                got,
+                Some(want),
+                "the route's perm after brokerPermission={perm}"
+            );
+        }
+        stop_broker(b);
+    });
+}

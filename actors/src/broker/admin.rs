@@ -61,6 +61,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "offsetCheckInSlave",
     "maxMsgsNumBatch",
     "defaultQueryMaxNum",
+    "brokerPermission",
 ];
 
 /// The request codes [`BrokerCore::admin`] answers.
@@ -823,6 +824,7 @@ impl BrokerCore {
         };
         let origin = format!("updateBrokerConfig from {peer}");
         let (live, now, peer) = (self.live.clone(), self.clock_ms(), peer.to_string());
+        let meta = self.meta.clone();
         later(async move {
             // Validation and the fsync of the runtime file run on the blocking pool, never on
             // the connection thread.
@@ -833,6 +835,24 @@ impl BrokerCore {
             match update {
                 Ok(Ok(restart)) => {
                     tracing::info!(caller = %peer, update = %body.trim().replace('\n', ", "), "broker configuration updated");
+                    let perm_changed = body.lines().any(|l| {
+                        l.split(['=', ':'])
+                            .next()
+                            .is_some_and(|k| k.trim().eq_ignore_ascii_case("brokerPermission"))
+                    });
+                    if perm_changed {
+                        // As RocketMQ: a new topic-table version, registered at once, so the
+                        // name servers take the topics' new perms.
+                        match meta.send(metadata::TouchTopics).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => {
+                                tracing::error!(error = %e, "cannot write topics.json after a brokerPermission change")
+                            }
+                            Err(e) => {
+                                tracing::error!(error = %e, "metadata unavailable after a brokerPermission change")
+                            }
+                        }
+                    }
                     if restart.is_empty() {
                         ok(&req)
                     } else {

@@ -472,6 +472,21 @@ impl Message for PersistAll {
     type Result = std::io::Result<()>;
 }
 
+/// The topic table's dataVersion moves on (persisted, and the registrar told), with no topic
+/// changed: for a change in how the table is registered (`brokerPermission`), which the name
+/// servers take only with a new version.
+pub struct TouchTopics;
+impl Message for TouchTopics {
+    type Result = std::io::Result<()>;
+}
+
+impl Serve<TouchTopics> for Metadata {
+    type Reply = std::io::Result<()>;
+    fn serve(&mut self, _: TouchTopics, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        self.topics_changed()
+    }
+}
+
 impl Serve<PersistAll> for Metadata {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, _: PersistAll, _: &mut Context<Metered<Self>>) -> Self::Reply {

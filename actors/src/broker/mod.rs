@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use actormq_core::clock::SharedClock;
 use actormq_core::config::Config;
+use actormq_core::meta;
 use actormq_core::store::store_lock::{create_abort_file, remove_abort_file, StoreLock};
 use anyhow::Context as _;
 use tokio::net::TcpListener;
@@ -237,6 +238,12 @@ pub async fn start(
     let mut meta = Metadata::load(cfg.store.config_dir(), settings, clock.clone())?;
     let meta_view = meta.view();
     let topics_view = meta_view.clone();
+    // The request path's settings, here for `brokerPermission` in the registrations too (an
+    // `updateBrokerConfig` replaces them).
+    let settings = Arc::new(arc_swap::ArcSwap::from_pointee(
+        ProcessorSettings::from_config(&cfg),
+    ));
+    let reg_settings = settings.clone();
     let identity = BrokerIdentity {
         cluster: b.broker_cluster_name.clone(),
         broker_name: b.broker_name.clone(),
@@ -252,7 +259,12 @@ pub async fn start(
     let mut reg = Registrar::new(
         namesrv_addrs.clone(),
         identity,
-        Arc::new(move || (*topics_view.topics()).clone()),
+        Arc::new(move || {
+            with_broker_permission(
+                (*topics_view.topics()).clone(),
+                reg_settings.load().broker_perm,
+            )
+        }),
         Duration::from_millis(b.register_name_server_period_ms.clamp(10_000, 60_000)),
         Duration::from_millis(b.register_broker_timeout_ms.max(1000)),
     );
@@ -330,9 +342,6 @@ pub async fn start(
             .is_master()
             .then(|| store.ha().clone()),
     };
-    let settings = Arc::new(arc_swap::ArcSwap::from_pointee(
-        ProcessorSettings::from_config(&cfg),
-    ));
     let factory = BrokerProcessorFactory {
         store: store.clone(),
         reader: store.reader().clone(),
@@ -434,4 +443,16 @@ impl BrokerHandle {
         tracing::info!(store = %self.root.display(), "broker stopped cleanly");
         Ok(())
     }
+}
+
+/// The topic table a broker registers: as RocketMQ's `registerBrokerAll`, when
+/// `brokerPermission` is not read+write every topic's perm is the broker's, so that routes stop
+/// offering a broker taken out of writing (4) or reading (2).
+fn with_broker_permission(mut table: meta::TopicTable, broker_perm: u32) -> meta::TopicTable {
+    if broker_perm & (meta::PERM_READ | meta::PERM_WRITE) != meta::PERM_READ | meta::PERM_WRITE {
+        for c in table.topic_config_table.values_mut() {
+            c.perm = broker_perm;
+        }
+    }
+    table
 }

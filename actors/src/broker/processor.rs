@@ -56,6 +56,9 @@ pub struct ProcessorSettings {
     /// `osPageCacheBusyTimeOutMills`: a writer busy with one request longer than this refuses
     /// sends (SYSTEM_BUSY) until it is done.
     pub os_page_cache_busy: Duration,
+    /// `brokerPermission` (PermName bits): without WRITE sends are refused, without READ pulls;
+    /// the registrations carry it as every topic's perm (see `broker::with_broker_permission`).
+    pub broker_perm: u32,
     pub fast_failure: bool,
     pub reject_transaction: bool,
     pub max_transfer_count: usize,
@@ -87,6 +90,7 @@ impl ProcessorSettings {
             short_polling: Duration::from_millis(b.short_polling_time_ms),
             wait_time_in_send_queue: Duration::from_millis(b.wait_time_ms_in_send_queue),
             os_page_cache_busy: Duration::from_millis(sc.os_page_cache_busy_timeout_ms),
+            broker_perm: b.broker_permission,
             fast_failure: b.broker_fast_failure_enable,
             reject_transaction: b.reject_transaction_message,
             max_transfer_count: sc.max_transfer_count_on_message_in_memory as usize,
@@ -578,6 +582,17 @@ impl BrokerCore {
                 ))
             }
         };
+        if self.settings.load().broker_perm & meta::PERM_WRITE == 0 {
+            return Handled::Reply(reply(
+                &req,
+                rc::NO_PERMISSION,
+                format!(
+                    "the broker[{}] sending message is forbidden (brokerPermission {})",
+                    self.store_host,
+                    self.settings.load().broker_perm
+                ),
+            ));
+        }
         if let Some(remark) = self.writer_busy() {
             return Handled::Reply(reply(&req, rc::SYSTEM_BUSY, remark));
         }
@@ -876,6 +891,17 @@ impl BrokerCore {
         conn: &ConnInfo,
         resumed: bool,
     ) -> Handled {
+        if self.settings.load().broker_perm & meta::PERM_READ == 0 {
+            return Handled::Reply(reply(
+                &req,
+                rc::NO_PERMISSION,
+                format!(
+                    "the broker[{}] pulling message is forbidden (brokerPermission {})",
+                    self.store_host,
+                    self.settings.load().broker_perm
+                ),
+            ));
+        }
         // `updateSubGroup -s false` (consumeEnable) stops a group's consumption, as in RocketMQ.
         if self
             .meta_view
