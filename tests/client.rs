@@ -1416,3 +1416,70 @@ fn broker_permission_changes_at_runtime_and_in_the_routes() {
         stop_broker(b);
     });
 }
+
+/// QUERY_MESSAGE answers only messages of the topic asked for: index keys are hashes of
+/// `topic#key`, and "Aa#k" and "BB#k" have the same Java hash. And VIEW_MESSAGE_BY_ID at a
+/// negative offset finds nothing (it served the first record).
+#[test]
+fn a_query_by_key_never_answers_another_topics_message() {
+    run_bounded("query_by_key_topic", || async {
+        use actormq::remoting::client::RemotingClient;
+        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+        use actormq_core::protocol::command::RemotingCommand;
+        let (_dir, b) = broker(&[]);
+        let client = RemotingClient::connect(&b.broker_addr)
+            .await
+            .expect("connect");
+        let t = Duration::from_secs(5);
+        for topic in ["BB", "Aa"] {
+            let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
+                .with_ext("producerGroup", "P")
+                .with_ext("topic", topic)
+                .with_ext("defaultTopic", "TBW102")
+                .with_ext("defaultTopicQueueNums", "1")
+                .with_ext("queueId", "0")
+                .with_ext("sysFlag", "0")
+                .with_ext("bornTimestamp", now_millis().to_string())
+                .with_ext("flag", "0")
+                .with_ext(
+                    "properties",
+                    if topic == "BB" {
+                        "KEYS\u{1}k\u{2}"
+                    } else {
+                        "KEYS\u{1}other\u{2}"
+                    },
+                )
+                .with_body(topic.as_bytes().to_vec());
+            assert_eq!(client.invoke(send, t).await.unwrap().code, rc::SUCCESS);
+        }
+        let query = |topic: &str| {
+            RemotingCommand::new_request(rq::QUERY_MESSAGE)
+                .with_ext("topic", topic)
+                .with_ext("key", "k")
+                .with_ext("maxNum", "32")
+                .with_ext("beginTimestamp", "0")
+                .with_ext("endTimestamp", i64::MAX.to_string())
+        };
+        // BB's message is indexed (found under its own topic) ...
+        let mut found = false;
+        for _ in 0..250 {
+            if client.invoke(query("BB"), t).await.unwrap().code == rc::SUCCESS {
+                found = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(found, "BB#k indexed");
+        // ... and not answered for Aa, whose key hash is the same.
+        let r = client.invoke(query("Aa"), t).await.unwrap();
+        assert_eq!(
+            r.code,
+            rc::QUERY_NOT_FOUND,
+            "{} bytes answered",
+            r.body.len()
+        );
+        let view = RemotingCommand::new_request(rq::VIEW_MESSAGE_BY_ID).with_ext("offset", "-5");
+        assert_eq!(client.invoke(view, t).await.unwrap().code, rc::SYSTEM_ERROR);
+        stop_broker(b);
+    });
+}

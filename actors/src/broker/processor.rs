@@ -474,6 +474,10 @@ impl BrokerProcessor {
     }
 }
 
+/// The most record bytes a QUERY_MESSAGE answer carries: Java's and Go's remoting decoders refuse
+/// a frame over 16 MiB and close the connection, so a larger answer would fail the query whole.
+const MAX_QUERY_ANSWER_BYTES: usize = 15 << 20;
+
 impl BrokerCore {
     // ------------------------------------------------------------------------------------ SEND
 
@@ -1130,11 +1134,13 @@ impl BrokerCore {
                 "the message index is disabled (messageIndexEnable=false)",
             ));
         };
+        let settings = self.settings.load();
         let max = if h.unique_key_query {
-            self.settings.load().default_query_max_num
+            settings.default_query_max_num
         } else {
-            (h.max_num.max(1) as usize).min(self.settings.load().max_msgs_num_batch)
-        };
+            h.max_num.max(1) as usize
+        }
+        .min(settings.max_msgs_num_batch);
         let q = index.query(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp);
         let hdr = QueryMessageResponseHeader {
             index_last_update_timestamp: q.last_update_timestamp,
@@ -1142,9 +1148,23 @@ impl BrokerCore {
         };
         let mut body = BytesMut::new();
         for phy in q.phy_offsets {
-            if let Some(rec) = self.reader.record_at(PhyOffset(phy as u64)) {
-                body.put_slice(rec.as_bytes());
+            let Some(rec) = self.reader.record_at(PhyOffset(phy as u64)) else {
+                continue;
+            };
+            // Index keys are hashes of `topic#key`, and Java's String.hashCode collides easily
+            // ("Aa" and "BB"): a record of another topic is not this query's answer.
+            let same_topic = matches!(
+                record::check(rec.as_bytes(), false),
+                Ok(Check::Record(r)) if r.topic == h.topic
+            );
+            if !same_topic {
+                continue;
             }
+            // Clients refuse frames over 16 MiB: the answer stops before that, with what it has.
+            if !body.is_empty() && body.len() + rec.as_bytes().len() > MAX_QUERY_ANSWER_BYTES {
+                break;
+            }
+            body.put_slice(rec.as_bytes());
         }
         if body.is_empty() {
             return Handled::Reply(
@@ -1165,7 +1185,10 @@ impl BrokerCore {
 
     fn view_message(&self, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(ViewMessageByIdRequestHeader, req);
-        match self.reader.record_at(PhyOffset(h.offset.max(0) as u64)) {
+        let found = u64::try_from(h.offset)
+            .ok()
+            .and_then(|o| self.reader.record_at(PhyOffset(o)));
+        match found {
             Some(rec) => {
                 Handled::Reply(ok(&req).with_body(bytes::Bytes::copy_from_slice(rec.as_bytes())))
             }
