@@ -458,7 +458,12 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let mut t = Table::new(&["Message ID", "QID", "Offset"]);
             for (_, addr) in admin.topic_masters(&topic).await? {
                 let body = query(&admin, &addr, &topic, &key, max, begin, end, false).await?;
-                for r in records(&body)? {
+                // As mqadmin: an index hit is a hash match; only messages of the topic whose
+                // KEYS hold the key are shown.
+                for r in records(&body)?
+                    .into_iter()
+                    .filter(|r| r.topic == topic && r.keys().any(|k| k == key))
+                {
                     t.push(vec![
                         r.offset_msg_id(),
                         r.queue_id.to_string(),
