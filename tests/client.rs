@@ -1046,19 +1046,9 @@ fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue()
             .await
             .expect("connect");
         let send = |reconsume: i32, body: &str| {
-            RemotingCommand::new_request(rq::SEND_MESSAGE)
-                .with_ext("producerGroup", "G1")
-                .with_ext("topic", "%RETRY%G1")
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("defaultTopicQueueNums", "4")
-                .with_ext("queueId", "0")
-                .with_ext("sysFlag", "0")
-                .with_ext("bornTimestamp", now_millis().to_string())
-                .with_ext("flag", "0")
-                .with_ext("properties", "DELAY\u{1}4\u{2}")
+            raw_send("%RETRY%G1", "DELAY\u{1}4\u{2}", body.as_bytes())
                 .with_ext("reconsumeTimes", reconsume.to_string())
                 .with_ext("maxReconsumeTimes", "3")
-                .with_body(body.as_bytes().to_vec())
         };
         let max = |topic: &str| {
             RemotingCommand::new_request(rq::GET_MAX_OFFSET)
@@ -1124,17 +1114,7 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
                 .expect("connect");
             let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
             for body in ["one", "two"] {
-                let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
-                    .with_ext("producerGroup", "P")
-                    .with_ext("topic", "Hist")
-                    .with_ext("defaultTopic", "TBW102")
-                    .with_ext("defaultTopicQueueNums", "1")
-                    .with_ext("queueId", "0")
-                    .with_ext("sysFlag", "0")
-                    .with_ext("bornTimestamp", now_millis().to_string())
-                    .with_ext("flag", "0")
-                    .with_ext("properties", "")
-                    .with_body(body.as_bytes().to_vec());
+                let send = raw_send("Hist", "", body.as_bytes());
                 let r = invoke(send).await.expect("answered");
                 assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
             }
@@ -1195,17 +1175,7 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
             .await
             .expect("connect");
         let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
-        let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
-            .with_ext("producerGroup", "P")
-            .with_ext("topic", "Tags")
-            .with_ext("defaultTopic", "TBW102")
-            .with_ext("defaultTopicQueueNums", "1")
-            .with_ext("queueId", "0")
-            .with_ext("sysFlag", "0")
-            .with_ext("bornTimestamp", now_millis().to_string())
-            .with_ext("flag", "0")
-            .with_ext("properties", "TAGS\u{1}TagB\u{2}")
-            .with_body(b"b".to_vec());
+        let send = raw_send("Tags", "TAGS\u{1}TagB\u{2}", b"b");
         let r = invoke(send).await.expect("answered");
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         let heartbeat = |client_id: &str, tag: &str, version: i64| {
@@ -1224,16 +1194,7 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
             rc::SUCCESS
         );
         let pull = |sys_flag: i32, expression_type: Option<&str>| {
-            let mut c = RemotingCommand::new_request(rq::PULL_MESSAGE)
-                .with_ext("consumerGroup", "G")
-                .with_ext("topic", "Tags")
-                .with_ext("queueId", "0")
-                .with_ext("queueOffset", "0")
-                .with_ext("maxMsgNums", "32")
-                .with_ext("sysFlag", sys_flag.to_string())
-                .with_ext("commitOffset", "0")
-                .with_ext("suspendTimeoutMillis", "0")
-                .with_ext("subVersion", "0");
+            let mut c = raw_pull("G", "Tags", sys_flag);
             if let Some(t) = expression_type {
                 c = c
                     .with_ext("subscription", "a > 5")
@@ -1292,17 +1253,7 @@ fn a_group_switched_off_may_not_pull_and_a_negative_offset_is_moved_to_the_min()
             .await
             .expect("connect");
         let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
-        let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
-            .with_ext("producerGroup", "P")
-            .with_ext("topic", "Gate")
-            .with_ext("defaultTopic", "TBW102")
-            .with_ext("defaultTopicQueueNums", "1")
-            .with_ext("queueId", "0")
-            .with_ext("sysFlag", "0")
-            .with_ext("bornTimestamp", now_millis().to_string())
-            .with_ext("flag", "0")
-            .with_ext("properties", "")
-            .with_body(b"m".to_vec());
+        let send = raw_send("Gate", "", b"m");
         assert_eq!(invoke(send).await.unwrap().code, rc::SUCCESS);
         let group = |enable: bool| {
             let body = format!(
@@ -1311,18 +1262,7 @@ fn a_group_switched_off_may_not_pull_and_a_negative_offset_is_moved_to_the_min()
             RemotingCommand::new_request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
                 .with_body(body.into_bytes())
         };
-        let pull = || {
-            RemotingCommand::new_request(rq::PULL_MESSAGE)
-                .with_ext("consumerGroup", "Off")
-                .with_ext("topic", "Gate")
-                .with_ext("queueId", "0")
-                .with_ext("queueOffset", "0")
-                .with_ext("maxMsgNums", "32")
-                .with_ext("sysFlag", "0")
-                .with_ext("commitOffset", "0")
-                .with_ext("suspendTimeoutMillis", "0")
-                .with_ext("subVersion", "0")
-        };
+        let pull = || raw_pull("Off", "Gate", 0);
         let r = invoke(group(false)).await.unwrap();
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         let r = invoke(pull()).await.unwrap();
@@ -1361,19 +1301,7 @@ fn broker_permission_changes_at_runtime_and_in_the_routes() {
         let ns = RemotingClient::connect(&b.namesrv_addr)
             .await
             .expect("connect");
-        let send = || {
-            RemotingCommand::new_request(rq::SEND_MESSAGE)
-                .with_ext("producerGroup", "P")
-                .with_ext("topic", "Drain")
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("defaultTopicQueueNums", "1")
-                .with_ext("queueId", "0")
-                .with_ext("sysFlag", "0")
-                .with_ext("bornTimestamp", now_millis().to_string())
-                .with_ext("flag", "0")
-                .with_ext("properties", "")
-                .with_body(b"m".to_vec())
-        };
+        let send = || raw_send("Drain", "", b"m");
         let t = Duration::from_secs(5);
         assert_eq!(broker.invoke(send(), t).await.unwrap().code, rc::SUCCESS);
         let set = |perm: &str| {
@@ -1432,24 +1360,12 @@ fn a_query_by_key_never_answers_another_topics_message() {
             .expect("connect");
         let t = Duration::from_secs(5);
         for topic in ["BB", "Aa"] {
-            let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
-                .with_ext("producerGroup", "P")
-                .with_ext("topic", topic)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("defaultTopicQueueNums", "1")
-                .with_ext("queueId", "0")
-                .with_ext("sysFlag", "0")
-                .with_ext("bornTimestamp", now_millis().to_string())
-                .with_ext("flag", "0")
-                .with_ext(
-                    "properties",
-                    if topic == "BB" {
-                        "KEYS\u{1}k\u{2}"
-                    } else {
-                        "KEYS\u{1}other\u{2}"
-                    },
-                )
-                .with_body(topic.as_bytes().to_vec());
+            let keys = if topic == "BB" {
+                "KEYS\u{1}k\u{2}"
+            } else {
+                "KEYS\u{1}other\u{2}"
+            };
+            let send = raw_send(topic, keys, topic.as_bytes());
             assert_eq!(client.invoke(send, t).await.unwrap().code, rc::SUCCESS);
         }
         let query = |topic: &str| {
@@ -1482,4 +1398,43 @@ fn a_query_by_key_never_answers_another_topics_message() {
         assert_eq!(client.invoke(view, t).await.unwrap().code, rc::SYSTEM_ERROR);
         stop_broker(b);
     });
+}
+
+/// A SEND_MESSAGE (10) to queue 0 of `topic`, as a client sends it, for the wire tests above.
+fn raw_send(
+    topic: &str,
+    properties: &str,
+    body: &[u8],
+) -> actormq_core::protocol::command::RemotingCommand {
+    use actormq_core::protocol::codes::request_code as rq;
+    actormq_core::protocol::command::RemotingCommand::new_request(rq::SEND_MESSAGE)
+        .with_ext("producerGroup", "P")
+        .with_ext("topic", topic)
+        .with_ext("defaultTopic", "TBW102")
+        .with_ext("defaultTopicQueueNums", "1")
+        .with_ext("queueId", "0")
+        .with_ext("sysFlag", "0")
+        .with_ext("bornTimestamp", now_millis().to_string())
+        .with_ext("flag", "0")
+        .with_ext("properties", properties)
+        .with_body(body.to_vec())
+}
+
+/// A PULL_MESSAGE (11) of `group` from queue 0 of `topic` at offset 0, not suspended.
+fn raw_pull(
+    group: &str,
+    topic: &str,
+    sys_flag: i32,
+) -> actormq_core::protocol::command::RemotingCommand {
+    use actormq_core::protocol::codes::request_code as rq;
+    actormq_core::protocol::command::RemotingCommand::new_request(rq::PULL_MESSAGE)
+        .with_ext("consumerGroup", group)
+        .with_ext("topic", topic)
+        .with_ext("queueId", "0")
+        .with_ext("queueOffset", "0")
+        .with_ext("maxMsgNums", "32")
+        .with_ext("sysFlag", sys_flag.to_string())
+        .with_ext("commitOffset", "0")
+        .with_ext("suspendTimeoutMillis", "0")
+        .with_ext("subVersion", "0")
 }
