@@ -3,9 +3,9 @@
 //!
 //! [`start`] brings a broker up in this order: take the store lock → write the abort file (after a
 //! clean stop; one left by a crash stays as it is until recovery is done) → open and recover the
-//! store → write the abort file for this run → load metadata → start the client registry, long polling and request processor → listen →
-//! start (or not) the embedded name server → serve `/metrics` ([`crate::metrics`]) → register with
-//! the name servers. [`BrokerHandle::stop`] reverses it: stop accepting (requests and scrapes),
+//! store → write the abort file for this run → load metadata → start the client registry, long
+//! polling and request processor → listen → start (or not) the embedded name server → serve
+//! `/metrics` ([`crate::metrics`]) → register with the name servers. [`BrokerHandle::stop`] reverses it: stop accepting (requests and scrapes),
 //! unregister, flush and close the store, close the connections, persist metadata, remove the
 //! abort file, release the lock.
 

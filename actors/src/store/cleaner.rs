@@ -200,8 +200,9 @@ enum Trigger {
 }
 
 /// Whether a round deletes, given the local hour, the highest usage of the disks that could be
-/// measured (`None`: none could), whether one could not, and the manual rounds left (one is used up per round while any are left,
-/// as RocketMQ's `manualDeleteFileSeveralTimes`); and whether it deletes unexpired files too.
+/// measured (`None`: none could), whether one could not, and the manual rounds left (one is used
+/// up per round while any are left, as RocketMQ's `manualDeleteFileSeveralTimes`); and whether
+/// it deletes unexpired files too.
 /// As RocketMQ 5's `isSpaceToDelete`: over `diskMaxUsedSpaceRatio` expired files go; over
 /// `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (where writes are refused)
 /// any file goes, with `cleanFileForciblyEnable`. An unmeasurable disk deletes expired files;
