@@ -1592,6 +1592,8 @@ mod roll_failure_tests {
         // A small message must not be written over the published blank of the full file.
         assert!(cl.append(&m(10), 1).is_err());
         std::fs::remove_dir(dir.path().join(crate::offset::file_name_of(4096))).unwrap();
+        // The next try comes once CREATE_RETRY_AFTER has passed.
+        std::thread::sleep(CREATE_RETRY_AFTER);
         let ok = cl.append(&m(10), 1).unwrap();
         assert_eq!(
             ok.phy_offset,
