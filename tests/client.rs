@@ -41,6 +41,9 @@ use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 
+use actormq::remoting::client::RemotingClient;
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+use actormq_core::protocol::command::RemotingCommand;
 use common::*;
 
 /// Per key: (sequence number, queue id) in delivery order.
@@ -585,9 +588,6 @@ fn delay_level_1_message_arrives_after_one_second() {
 /// Waits (at most 20 s, else fails) until the broker holds `group`'s committed offset at the max
 /// offset of each of `queues`, as QUERY_CONSUMER_OFFSET and GET_MAX_OFFSET answer.
 async fn wait_offsets_committed(broker: &str, topic: &str, group: &str, queues: &[MessageQueue]) {
-    use actormq::remoting::client::RemotingClient;
-    use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
-    use actormq_core::protocol::command::RemotingCommand;
     let client = RemotingClient::connect(broker).await.expect("connect");
     let offset = |code: i32, q: i32| {
         let mut cmd = RemotingCommand::new_request(code)
@@ -1038,9 +1038,6 @@ fn bad_topic_name_is_rejected() {
 #[test]
 fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue() {
     run_bounded("a_retry_send_goes_to_the_dlq", || async {
-        use actormq::remoting::client::RemotingClient;
-        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
-        use actormq_core::protocol::command::RemotingCommand;
         let (_dir, b) = broker(&[]);
         let client = RemotingClient::connect(&b.broker_addr)
             .await
@@ -1104,9 +1101,6 @@ fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue()
 #[test]
 fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
     run_bounded("a_new_groups_offset_query", || async {
-        use actormq::remoting::client::RemotingClient;
-        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
-        use actormq_core::protocol::command::RemotingCommand;
         for (ratio, want) in [("40", rc::SUCCESS), ("0", rc::QUERY_NOT_FOUND)] {
             let (_dir, b) = broker(&[("accessMessageInMemoryMaxRatio", ratio)]);
             let client = RemotingClient::connect(&b.broker_addr)
@@ -1167,9 +1161,6 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
 #[test]
 fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets() {
     run_bounded("pull_filter_rules", || async {
-        use actormq::remoting::client::RemotingClient;
-        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
-        use actormq_core::protocol::command::RemotingCommand;
         let (_dir, b) = broker(&[]);
         let client = RemotingClient::connect(&b.broker_addr)
             .await
@@ -1245,9 +1236,6 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
 #[test]
 fn a_group_switched_off_may_not_pull_and_a_negative_offset_is_moved_to_the_min() {
     run_bounded("consume_enable", || async {
-        use actormq::remoting::client::RemotingClient;
-        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
-        use actormq_core::protocol::command::RemotingCommand;
         let (_dir, b) = broker(&[]);
         let client = RemotingClient::connect(&b.broker_addr)
             .await
@@ -1291,9 +1279,6 @@ fn a_group_switched_off_may_not_pull_and_a_negative_offset_is_moved_to_the_min()
 #[test]
 fn broker_permission_changes_at_runtime_and_in_the_routes() {
     run_bounded("broker_permission", || async {
-        use actormq::remoting::client::RemotingClient;
-        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
-        use actormq_core::protocol::command::RemotingCommand;
         let (_dir, b) = broker(&[]);
         let broker = RemotingClient::connect(&b.broker_addr)
             .await
@@ -1351,9 +1336,6 @@ fn broker_permission_changes_at_runtime_and_in_the_routes() {
 #[test]
 fn a_query_by_key_never_answers_another_topics_message() {
     run_bounded("query_by_key_topic", || async {
-        use actormq::remoting::client::RemotingClient;
-        use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
-        use actormq_core::protocol::command::RemotingCommand;
         let (_dir, b) = broker(&[]);
         let client = RemotingClient::connect(&b.broker_addr)
             .await
@@ -1401,13 +1383,8 @@ fn a_query_by_key_never_answers_another_topics_message() {
 }
 
 /// A SEND_MESSAGE (10) to queue 0 of `topic`, as a client sends it, for the wire tests above.
-fn raw_send(
-    topic: &str,
-    properties: &str,
-    body: &[u8],
-) -> actormq_core::protocol::command::RemotingCommand {
-    use actormq_core::protocol::codes::request_code as rq;
-    actormq_core::protocol::command::RemotingCommand::new_request(rq::SEND_MESSAGE)
+fn raw_send(topic: &str, properties: &str, body: &[u8]) -> RemotingCommand {
+    RemotingCommand::new_request(rq::SEND_MESSAGE)
         .with_ext("producerGroup", "P")
         .with_ext("topic", topic)
         .with_ext("defaultTopic", "TBW102")
@@ -1421,13 +1398,8 @@ fn raw_send(
 }
 
 /// A PULL_MESSAGE (11) of `group` from queue 0 of `topic` at offset 0, not suspended.
-fn raw_pull(
-    group: &str,
-    topic: &str,
-    sys_flag: i32,
-) -> actormq_core::protocol::command::RemotingCommand {
-    use actormq_core::protocol::codes::request_code as rq;
-    actormq_core::protocol::command::RemotingCommand::new_request(rq::PULL_MESSAGE)
+fn raw_pull(group: &str, topic: &str, sys_flag: i32) -> RemotingCommand {
+    RemotingCommand::new_request(rq::PULL_MESSAGE)
         .with_ext("consumerGroup", group)
         .with_ext("topic", topic)
         .with_ext("queueId", "0")

@@ -12,27 +12,23 @@ use std::time::Duration;
 
 use actormq::store::{Store, StoreParams};
 use actormq_core::clock::SystemClock;
-use actormq_core::format::record::{body_crc, NewMessage};
+use actormq_core::format::record::NewMessage;
 use actormq_core::offset::QueueOffset;
 use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
 use bytes::Bytes;
 
 fn msg(i: u32) -> NewMessage {
     let body = Bytes::from(format!("{i:04}").repeat(256));
-    NewMessage {
-        topic: "Ret".into(),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 0,
-        born_host: "127.0.0.1:40000".parse().unwrap(),
-        store_host: "127.0.0.1:10911".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_tx_offset: 0,
-        body_crc: body_crc(&body),
+    let (born, store) = ("127.0.0.1:40000", "127.0.0.1:10911");
+    NewMessage::new(
+        "Ret",
+        0,
         body,
-        properties: String::new(),
-    }
+        String::new(),
+        0,
+        born.parse().unwrap(),
+        store.parse().unwrap(),
+    )
 }
 
 /// Polls `cond` every millisecond for at most 30 s.

@@ -115,6 +115,8 @@ pub struct CommitLog {
     prepared: Vec<Arc<MappedFile>>,
     /// The last failed creation of a file and when: see [`CREATE_RETRY_AFTER`].
     create_failed: Option<(Instant, PutError)>,
+    /// [`CREATE_RETRY_AFTER`]; tests shorten or lengthen it rather than wait on the clock.
+    create_retry_after: Duration,
     /// topic -> next queue offset per queue id (RocketMQ's `topicQueueTable`).
     queue_offsets: HashMap<Box<str>, Vec<u64>>,
     cur: Option<Arc<MappedFile>>,
@@ -131,6 +133,7 @@ impl CommitLog {
             files,
             prepared: Vec::new(),
             create_failed: None,
+            create_retry_after: CREATE_RETRY_AFTER,
             queue_offsets: HashMap::new(),
             cur: None,
             cur_pos: 0,
@@ -429,7 +432,7 @@ impl CommitLog {
             self.prepared.remove(0)
         } else {
             if let Some((at, e)) = &self.create_failed {
-                if at.elapsed() < CREATE_RETRY_AFTER {
+                if at.elapsed() < self.create_retry_after {
                     return Err(e.clone());
                 }
             }
@@ -1320,6 +1323,8 @@ pub(crate) mod tests {
         let dir = root.path().join("commitlog");
         std::fs::create_dir(&dir).unwrap();
         let mut cl = log(&dir, 4096);
+        // Long enough that no clock can run it out during the test.
+        cl.create_retry_after = Duration::from_secs(3600);
         cl.append(&msg("T", 0, 2000), 1).unwrap();
         // The directory gives way to a file: the next file cannot be made.
         std::fs::rename(&dir, root.path().join("aside")).unwrap();
@@ -1331,20 +1336,16 @@ pub(crate) mod tests {
                 .contains("cannot create CommitLog file at offset 4096"),
             "{first:?}"
         );
-        // Space (here: the directory) is back at once, but the next append does not try yet.
+        // Space (here: the directory) is back, but the next appends do not try yet.
         std::fs::remove_file(&dir).unwrap();
         std::fs::rename(root.path().join("aside"), &dir).unwrap();
-        let started = std::time::Instant::now();
-        assert_eq!(cl.append(&msg("T", 0, 2000), 1).unwrap_err(), first);
+        for _ in 0..3 {
+            assert_eq!(cl.append(&msg("T", 0, 2000), 1).unwrap_err(), first);
+        }
         assert!(!dir.join(crate::offset::file_name_of(4096)).exists());
-        let ok = loop {
-            match cl.append(&msg("T", 0, 2000), 1) {
-                Ok(ok) => break ok,
-                Err(e) => assert_eq!(e, first),
-            }
-            assert!(started.elapsed() < Duration::from_secs(30), "never retried");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        // Once the wait has passed (here: shortened to nothing), the file is made.
+        cl.create_retry_after = Duration::ZERO;
+        let ok = cl.append(&msg("T", 0, 2000), 1).unwrap();
         assert_eq!(ok.phy_offset, PhyOffset(4096));
     }
 
@@ -1592,8 +1593,8 @@ mod roll_failure_tests {
         // A small message must not be written over the published blank of the full file.
         assert!(cl.append(&m(10), 1).is_err());
         std::fs::remove_dir(dir.path().join(crate::offset::file_name_of(4096))).unwrap();
-        // The next try comes once CREATE_RETRY_AFTER has passed.
-        std::thread::sleep(CREATE_RETRY_AFTER);
+        // The next try comes once CREATE_RETRY_AFTER has passed (here: at once).
+        cl.create_retry_after = Duration::ZERO;
         let ok = cl.append(&m(10), 1).unwrap();
         assert_eq!(
             ok.phy_offset,

@@ -474,6 +474,15 @@ impl BrokerProcessor {
     }
 }
 
+/// `updateSubGroup -s false` (consumeEnable) stops a group's consumption, as in RocketMQ.
+fn consumption_off(req: &RemotingCommand, group: &str) -> RemotingCommand {
+    reply(
+        req,
+        rc::NO_PERMISSION,
+        format!("subscription group no permission, {group}"),
+    )
+}
+
 /// The most record bytes a QUERY_MESSAGE answer carries: Java's and Go's remoting decoders refuse
 /// a frame over 16 MiB and close the connection, so a larger answer would fail the query whole.
 const MAX_QUERY_ANSWER_BYTES: usize = 15 << 20;
@@ -586,14 +595,14 @@ impl BrokerCore {
                 ))
             }
         };
-        if self.settings.load().broker_perm & meta::PERM_WRITE == 0 {
+        let perm = self.settings.load().broker_perm;
+        if perm & meta::PERM_WRITE == 0 {
             return Handled::Reply(reply(
                 &req,
                 rc::NO_PERMISSION,
                 format!(
-                    "the broker[{}] sending message is forbidden (brokerPermission {})",
-                    self.store_host,
-                    self.settings.load().broker_perm
+                    "the broker[{}] sending message is forbidden (brokerPermission {perm})",
+                    self.store_host
                 ),
             ));
         }
@@ -860,15 +869,20 @@ impl BrokerCore {
 
     fn pull(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo, resumed: bool) -> Handled {
         let h = header_or_reply!(PullMessageRequestHeader, req);
-        if self
+        let consume_enable = self
             .meta_view
-            .with_group(&h.consumer_group, |_| ())
-            .is_none()
-        {
+            .with_group(&h.consumer_group, |g| g.consume_enable);
+        if consume_enable == Some(false) {
+            return Handled::Reply(consumption_off(&req, &h.consumer_group));
+        }
+        if consume_enable.is_none() {
             // First pull of an unknown group: create it (autoCreateSubscriptionGroup), then pull.
             let conn = conn.clone();
             return Handled::Later(Box::pin(async move {
                 match self.meta.send(metadata::EnsureGroup(h.consumer_group.clone())).await {
+                    Ok(Ok(Some(g))) if !g.consume_enable => {
+                        return Some(consumption_off(&req, &h.consumer_group))
+                    }
                     Ok(Ok(Some(_))) => {}
                     _ => {
                         return Some(reply(
@@ -895,27 +909,15 @@ impl BrokerCore {
         conn: &ConnInfo,
         resumed: bool,
     ) -> Handled {
-        if self.settings.load().broker_perm & meta::PERM_READ == 0 {
+        let perm = self.settings.load().broker_perm;
+        if perm & meta::PERM_READ == 0 {
             return Handled::Reply(reply(
                 &req,
                 rc::NO_PERMISSION,
                 format!(
-                    "the broker[{}] pulling message is forbidden (brokerPermission {})",
-                    self.store_host,
-                    self.settings.load().broker_perm
+                    "the broker[{}] pulling message is forbidden (brokerPermission {perm})",
+                    self.store_host
                 ),
-            ));
-        }
-        // `updateSubGroup -s false` (consumeEnable) stops a group's consumption, as in RocketMQ.
-        if self
-            .meta_view
-            .with_group(&h.consumer_group, |g| g.consume_enable)
-            == Some(false)
-        {
-            return Handled::Reply(reply(
-                &req,
-                rc::NO_PERMISSION,
-                format!("subscription group no permission, {}", h.consumer_group),
             ));
         }
         let Some(topic) = self.meta_view.topic(&h.topic) else {
