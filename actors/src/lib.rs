@@ -23,5 +23,6 @@ pub mod ha;
 pub mod metered;
 pub mod metrics;
 pub mod namesrv;
+pub mod namesrv_config;
 pub mod remoting;
 pub mod store;

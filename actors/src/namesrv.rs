@@ -9,8 +9,9 @@
 //!   [`RegisterTopic`], [`ConnectionClosed`], [`GetRoute`], [`GetClusterInfo`],
 //!   [`GetAllTopics`], [`DeleteTopic`], and its own scan tick. Out: replies only — it never sends
 //!   anything.
-//! * [`NamesrvProcessor`] maps remoting requests (103, 104, 105, 106, 206, 216, 217; everything
-//!   else ⇒ REQUEST_CODE_NOT_SUPPORTED) onto those messages. It decodes and validates on the
+//! * [`NamesrvProcessor`] maps remoting requests (103, 104, 105, 106, 205, 206, 216, 217, 327;
+//!   318 and 319 from its [`crate::namesrv_config`] table; everything else ⇒
+//!   REQUEST_CODE_NOT_SUPPORTED) onto those messages. It decodes and validates on the
 //!   connection's thread and hands the registry already-parsed values, so the registry's handlers
 //!   are pure table updates.
 //! * [`start_namesrv`] wires both onto the current actix system; [`NamesrvHandle`] is what the
@@ -536,11 +537,22 @@ impl Serve<GetAllTopics> for RouteRegistry {
 /// Serves the name server's request codes over a remoting listener.
 pub struct NamesrvProcessor {
     registry: ActorRef<RouteRegistry>,
+    /// GET/UPDATE_NAMESRV_CONFIG's table: the processor serves every connection on one thread,
+    /// so a `RefCell` it alone touches.
+    config: std::cell::RefCell<crate::namesrv_config::NamesrvConfig>,
 }
 
 impl NamesrvProcessor {
     pub fn new(registry: ActorRef<RouteRegistry>) -> Self {
-        NamesrvProcessor { registry }
+        Self::with_port(registry, 0)
+    }
+
+    /// A processor whose GET_NAMESRV_CONFIG names `listen_port`.
+    pub fn with_port(registry: ActorRef<RouteRegistry>, listen_port: u16) -> Self {
+        NamesrvProcessor {
+            registry,
+            config: crate::namesrv_config::NamesrvConfig::new(listen_port).into(),
+        }
     }
 
     /// Sends `msg` to the registry now and builds the response from its reply later.
@@ -771,6 +783,14 @@ impl Processor for NamesrvProcessor {
                     move |n, resp| resp.with_ext(field, n.to_string()),
                 )
             }
+            request_code::GET_NAMESRV_CONFIG => {
+                Handled::Reply(self.config.borrow().get_config(&req))
+            }
+            request_code::UPDATE_NAMESRV_CONFIG => Handled::Reply(
+                self.config
+                    .borrow_mut()
+                    .update_config(&req, &conn.peer.to_string()),
+            ),
             code => Handled::Reply(RemotingCommand::response_to(
                 &req,
                 response_code::REQUEST_CODE_NOT_SUPPORTED,
@@ -840,7 +860,10 @@ pub async fn start_namesrv(
         .local_addr()
         .expect("a bound listener has a local address");
     let registry = start_on(None, RouteRegistry::new(scan_interval, expiry));
-    let processor: Rc<dyn Processor> = Rc::new(NamesrvProcessor::new(registry.clone()));
+    let processor: Rc<dyn Processor> = Rc::new(NamesrvProcessor::with_port(
+        registry.clone(),
+        local_addr.port(),
+    ));
     let accept = actix_rt::spawn(serve(listener, processor)).abort_handle();
     tracing::info!(addr = %local_addr, "name server listening");
     NamesrvHandle {
