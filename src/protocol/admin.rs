@@ -6,7 +6,8 @@
 //! (INVOKE_BROKER_TO_RESET_OFFSET 222 and RESET_CONSUMER_CLIENT_OFFSET 220),
 //! [`ProducerConnection`] (GET_PRODUCER_CONNECTION_LIST 204), [`BrokerStatsData`]
 //! (VIEW_BROKER_STATS_DATA 315), [`GroupList`]
-//! (QUERY_TOPIC_CONSUME_BY_WHO 300), [`ConsumeStatsList`] (GET_BROKER_CONSUME_STATS 317), and
+//! (QUERY_TOPIC_CONSUME_BY_WHO 300), [`ConsumeStatsList`] (GET_BROKER_CONSUME_STATS 317),
+//! [`QueryConsumeQueueResponseBody`] (QUERY_CONSUME_QUEUE 321), and
 //! [`parse_java_keyed_json`], which reads Java's maps keyed by objects.
 //!
 //! Java (fastjson) writes a `Map<MessageQueue, V>` with the *object* as the key:
@@ -464,6 +465,38 @@ fn key_end(b: &[u8], start: usize) -> usize {
         i += 1;
     }
     b.len()
+}
+
+/// `ConsumeQueueData`: one ConsumeQueue unit as QUERY_CONSUME_QUEUE (321) shows it. Fields in
+/// fastjson's (alphabetical) order; `None` fields are left out as fastjson leaves out nulls.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsumeQueueData {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bit_map: Option<String>,
+    pub eval: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extend_data_json: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
+    pub physic_offset: i64,
+    pub physic_size: i32,
+    pub tags_code: i64,
+}
+
+/// QUERY_CONSUME_QUEUE (321) response (`QueryConsumeQueueResponseBody`): the queue's range, the
+/// units asked for and, when a group was named, its subscription and filter.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct QueryConsumeQueueResponseBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_data: Option<String>,
+    pub max_queue_index: i64,
+    pub min_queue_index: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_data: Option<Vec<ConsumeQueueData>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_data: Option<SubscriptionData>,
 }
 
 #[cfg(test)]

@@ -835,6 +835,57 @@ header! {
     }
 }
 
+header! {
+    /// DELETE_SUBSCRIPTIONGROUP (207); `removeOffset` also drops the group's committed offsets.
+    pub struct DeleteSubscriptionGroupRequestHeader {
+        group_name: String => "groupName",
+        remove_offset: bool => "removeOffset" = false,
+    }
+}
+
+header! {
+    /// QUERY_CONSUME_QUEUE (321): `count` units of one ConsumeQueue from unit `index`. Java's
+    /// fields are primitives without `@CFNotNull`: a missing number reads as 0.
+    pub struct QueryConsumeQueueRequestHeader {
+        topic: String => "topic",
+        queue_id: i32 => "queueId" = 0,
+        index: i64 => "index" = 0,
+        count: i32 => "count" = 0,
+        consumer_group: Option<String> => "consumerGroup",
+    }
+}
+
+header! {
+    /// GET_CONSUMER_RUNNING_INFO (307): from an admin tool to the broker, and forwarded as is to
+    /// the consumer's connection.
+    pub struct GetConsumerRunningInfoRequestHeader {
+        consumer_group: String => "consumerGroup",
+        client_id: String => "clientId",
+        jstack_enable: bool => "jstackEnable" = false,
+    }
+}
+
+header! {
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT (326): a reply message the broker hands to the requester's
+    /// connection (Java's `ReplyMessageRequestHeader`); the body is the message body.
+    pub struct ReplyMessageRequestHeader {
+        producer_group: String => "producerGroup",
+        topic: String => "topic",
+        default_topic: String => "defaultTopic",
+        default_topic_queue_nums: i32 => "defaultTopicQueueNums",
+        queue_id: i32 => "queueId",
+        sys_flag: i32 => "sysFlag",
+        born_timestamp: i64 => "bornTimestamp",
+        flag: i32 => "flag",
+        properties: Option<String> => "properties",
+        reconsume_times: Option<i32> => "reconsumeTimes",
+        unit_mode: bool => "unitMode" = false,
+        born_host: String => "bornHost",
+        store_host: String => "storeHost",
+        store_timestamp: i64 => "storeTimestamp",
+    }
+}
+
 #[cfg(test)]
 #[path = "header_tests.rs"]
 mod tests;

@@ -364,7 +364,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             Some(Value::Object(all))
         }
         AdminCommand::DeleteExpiredCommitLog { target } => {
-            let cmd = RemotingCommand::new_request(rq::TRIGGER_DELETE_FILES);
+            let cmd = RemotingCommand::new_request(rq::DELETE_EXPIRED_COMMITLOG);
             let done = to_each(&admin, &target, cmd, "delete expired files on").await?;
             Some(json!({ "brokers": done }))
         }

@@ -2,9 +2,11 @@
 //! and `actormq admin` use): GET_CONSUME_STATS (208), GET_TOPIC_STATS_INFO (202),
 //! GET_CONSUMER_CONNECTION_LIST (203), DELETE_TOPIC_IN_BROKER (215),
 //! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
-//! INVOKE_BROKER_TO_RESET_OFFSET (222), TRIGGER_DELETE_FILES, GET_PRODUCER_CONNECTION_LIST (204),
+//! INVOKE_BROKER_TO_RESET_OFFSET (222), DELETE_EXPIRED_COMMITLOG (329; not TRIGGER_DELETE_FILES 27,
+//! which RocketMQ 4.9.4 refuses as unsupported), GET_PRODUCER_CONNECTION_LIST (204),
 //! QUERY_TOPIC_CONSUME_BY_WHO (300), GET_BROKER_CONSUME_STATS (317), VIEW_BROKER_STATS_DATA (315),
-//! and GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45) (the tables a slave copies).
+//! and GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45) (the tables a slave copies);
+//! it also routes the codes of [`super::admin_store`] and [`super::client_call`].
 //!
 //! Also owns the broker's *live* configuration ([`LiveConfig`]): the `Config` in effect, the
 //! request-path settings derived from it, and the keys changed at runtime, which are written to
@@ -74,13 +76,20 @@ pub const ADMIN_CODES: &[i32] = &[
     rq::GET_BROKER_CONFIG,
     rq::UPDATE_BROKER_CONFIG,
     rq::INVOKE_BROKER_TO_RESET_OFFSET,
-    rq::TRIGGER_DELETE_FILES,
+    rq::DELETE_EXPIRED_COMMITLOG,
     rq::GET_PRODUCER_CONNECTION_LIST,
     rq::QUERY_TOPIC_CONSUME_BY_WHO,
     rq::GET_BROKER_CONSUME_STATS,
     rq::GET_ALL_CONSUMER_OFFSET,
     rq::GET_ALL_DELAY_OFFSET,
     rq::VIEW_BROKER_STATS_DATA,
+    // super::admin_store
+    rq::DELETE_SUBSCRIPTIONGROUP,
+    rq::CLEAN_EXPIRED_CONSUMEQUEUE,
+    rq::CLEAN_UNUSED_TOPIC,
+    rq::QUERY_CONSUME_QUEUE,
+    // super::client_call
+    rq::GET_CONSUMER_RUNNING_INFO,
 ];
 
 /// The file that keeps runtime updates across restarts.
@@ -395,7 +404,12 @@ impl BrokerCore {
             rq::GET_BROKER_CONFIG => self.get_config(req),
             rq::UPDATE_BROKER_CONFIG => self.update_config(req, peer),
             rq::INVOKE_BROKER_TO_RESET_OFFSET => self.clone().reset_offset(req, peer),
-            rq::TRIGGER_DELETE_FILES => self.trigger_delete_files(req, peer),
+            rq::DELETE_EXPIRED_COMMITLOG => self.trigger_delete_files(req, peer),
+            rq::DELETE_SUBSCRIPTIONGROUP => self.clone().delete_group(req, peer),
+            rq::CLEAN_EXPIRED_CONSUMEQUEUE => self.clone().clean_expired_cq(req, peer),
+            rq::CLEAN_UNUSED_TOPIC => self.clone().clean_unused_topics(req, peer),
+            rq::QUERY_CONSUME_QUEUE => self.query_consume_queue(req),
+            rq::GET_CONSUMER_RUNNING_INFO => self.clone().consumer_running_info(req),
             rq::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(req),
             rq::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(req),
             rq::GET_BROKER_CONSUME_STATS => self.clone().broker_consume_stats(req),

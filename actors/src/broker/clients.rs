@@ -2,10 +2,12 @@
 //! ProducerManager, ConsumerManager and RebalanceLockManager).
 //!
 //! In: [`Heartbeat`], [`UnregisterClient`], [`ConnectionClosed`], [`GetConsumerList`],
-//! [`LockBatch`], [`UnlockBatch`], [`GetConnections`], and a 10 s scan that drops clients silent for
-//! more than 120 s. Out: replies; NOTIFY_CONSUMER_IDS_CHANGED pushed to every client of a consumer
-//! group whose membership changed; a published [`SubscriptionView`] that pulls read lock-free to
-//! filter by the subscription a consumer registered in its heartbeat.
+//! [`LockBatch`], [`UnlockBatch`], [`GetConnections`], [`FindConsumer`], [`FindClient`], and a
+//! 10 s scan that drops clients silent for more than 120 s. Out: replies (the connection of a
+//! consumer or requester that the broker forwards a request to); NOTIFY_CONSUMER_IDS_CHANGED
+//! pushed to every client of a consumer group whose membership changed; a published
+//! [`SubscriptionView`] that pulls read lock-free to filter by the subscription a consumer
+//! registered in its heartbeat.
 //!
 //! Invariant: an ordered-consumption lock on a queue belongs to at most one client of a group and
 //! expires 60 s after its last renewal.
@@ -473,5 +475,66 @@ impl Serve<PushToGroup> for ClientRegistry {
             }
         }
         MessageResult(n)
+    }
+}
+
+/// The connection of one consumer of a group (RocketMQ's `ConsumerManager.findChannel`), for a
+/// request the broker forwards to it (GET_CONSUMER_RUNNING_INFO); `None` when that client is not
+/// online in that group.
+pub struct FindConsumer {
+    pub group: String,
+    pub client_id: String,
+}
+
+/// A client's connection, the `MQVersion` ordinal of its heartbeat and its address.
+pub struct ClientChannel {
+    pub conn: ActorRef<Connection>,
+    pub version: i32,
+    pub addr: String,
+}
+
+impl Message for FindConsumer {
+    type Result = Option<ClientChannel>;
+}
+
+impl Serve<FindConsumer> for ClientRegistry {
+    type Reply = Reply<FindConsumer>;
+    fn serve(&mut self, m: FindConsumer, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let ch = self
+            .consumers
+            .get(&m.group)
+            .and_then(|g| g.clients.get(&m.client_id))
+            .map(|ch| ClientChannel {
+                conn: ch.conn.clone(),
+                version: ch.version,
+                addr: ch.addr.clone(),
+            });
+        MessageResult(ch)
+    }
+}
+
+/// The connection a client id last sent a producer heartbeat through (RocketMQ's
+/// `ProducerManager.findChannel`, keyed by client id across groups): where a reply message for
+/// a requester (its `REPLY_TO_CLIENT` property) is pushed. `None` when no producer of that
+/// client is online.
+pub struct FindClient(pub String);
+impl Message for FindClient {
+    type Result = Option<ClientChannel>;
+}
+
+impl Serve<FindClient> for ClientRegistry {
+    type Reply = Reply<FindClient>;
+    fn serve(&mut self, m: FindClient, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let ch = self
+            .producers
+            .values()
+            .filter_map(|p| p.get(&m.0))
+            .max_by_key(|ch| ch.last_update)
+            .map(|ch| ClientChannel {
+                conn: ch.conn.clone(),
+                version: ch.version,
+                addr: ch.addr.clone(),
+            });
+        MessageResult(ch)
     }
 }

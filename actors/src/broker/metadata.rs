@@ -3,6 +3,7 @@
 //! ConsumerOffsetManager).
 //!
 //! In: [`EnsureTopic`], [`CreateTopic`], [`DeleteTopic`], [`EnsureGroup`], [`UpdateGroup`],
+//! [`DeleteGroup`],
 //! [`CommitOffset`], [`QueryOffset`], [`GetOffsets`], [`PersistAll`], [`FromMaster`] (a slave's
 //! copy of its master's tables), a timer persisting offsets
 //! every `flushConsumerOffsetInterval`. Out: replies; after any topic change a fresh snapshot is
@@ -331,6 +332,41 @@ impl Serve<UpdateGroup> for Metadata {
             .subscription_group_table
             .insert(m.0.group_name.clone(), m.0);
         self.groups_changed()
+    }
+}
+
+/// DELETE_SUBSCRIPTIONGROUP (207): the group's config goes (its file is written when it
+/// existed, as RocketMQ's `deleteSubscriptionGroupConfig`), and with `remove_offset` every
+/// `topic@group` offset of exactly this group (RocketMQ's `ConsumerOffsetManager.removeOffset`;
+/// persisted with the next offset flush). Replies whether the config existed.
+pub struct DeleteGroup {
+    pub group: String,
+    pub remove_offset: bool,
+}
+impl Message for DeleteGroup {
+    type Result = std::io::Result<bool>;
+}
+
+impl Serve<DeleteGroup> for Metadata {
+    type Reply = std::io::Result<bool>;
+    fn serve(&mut self, m: DeleteGroup, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        if m.remove_offset {
+            let before = self.offsets.offset_table.len();
+            self.offsets.offset_table.retain(|k, _| {
+                let mut parts = k.split('@');
+                !matches!((parts.next(), parts.next(), parts.next()), (Some(_), Some(g), None) if g == m.group)
+            });
+            self.offsets_dirty |= self.offsets.offset_table.len() != before;
+        }
+        let existed = self
+            .groups
+            .subscription_group_table
+            .remove(&m.group)
+            .is_some();
+        if existed {
+            self.groups_changed()?;
+        }
+        Ok(existed)
     }
 }
 

@@ -10,11 +10,14 @@
 //! abort file, release the lock.
 
 pub mod admin;
+pub mod admin_store;
+pub mod client_call;
 pub mod clients;
 pub mod metadata;
 pub mod processor;
 pub mod pull_hold;
 pub mod registrar;
+pub mod reply;
 pub mod slave_sync;
 pub mod testing;
 

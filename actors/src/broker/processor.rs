@@ -440,6 +440,9 @@ impl BrokerProcessor {
                 core.clone().send(req, conn)
             }
             rq::PULL_MESSAGE | rq::LITE_PULL_MESSAGE => core.clone().pull(req, conn, resumed),
+            rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2 => {
+                core.clone().send_reply(req, conn)
+            }
             rq::QUERY_MESSAGE => core.query_message(req),
             rq::VIEW_MESSAGE_BY_ID => core.view_message(req),
             rq::HEART_BEAT => core.clone().heartbeat(req, conn),
@@ -583,7 +586,7 @@ impl BrokerCore {
         })
     }
 
-    fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
+    pub(super) fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
         let arrived = Instant::now();
         let h = match SendHeaderRef::from_command(&req) {
             Ok(h) => h,

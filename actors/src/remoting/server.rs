@@ -5,7 +5,12 @@
 //! possibly out of order (clients match replies by `opaque`). Oneway requests get no reply.
 //! A malformed frame closes only its own connection, with one log line naming the peer and the
 //! rule the frame broke. In: frames, [`Push`] (server-initiated requests such as
-//! NOTIFY_CONSUMER_IDS_CHANGED), [`Resume`] (a parked long-poll pull to run again), [`Close`].
+//! NOTIFY_CONSUMER_IDS_CHANGED), [`Call`] (a server-initiated request whose response the caller
+//! awaits, such as GET_CONSUMER_RUNNING_INFO forwarded to a consumer), [`Resume`] (a parked
+//! long-poll pull to run again), [`Close`]. A [`Call`] gets an opaque of this connection's own
+//! sequence and waits in the connection's table of calls until the peer's response with that
+//! opaque arrives (handed to the caller), its deadline passes or the connection closes (the
+//! caller's receiver then reports the sender gone) — the table never outlives either.
 //! Replies that come later (a store append, a long poll) are futures in one `FuturesUnordered`
 //! the connection reads as a stream, so a wake polls only the futures that were woken.
 //!
@@ -84,6 +89,18 @@ impl Message for Push {
     type Result = ();
 }
 
+/// A server-initiated request whose response is awaited: the connection gives `cmd` an opaque,
+/// writes it, and sends the peer's response to `reply`. The entry is dropped after `timeout`
+/// (the caller times out on its own and reports it) or when the connection closes.
+pub struct Call {
+    pub cmd: RemotingCommand,
+    pub timeout: std::time::Duration,
+    pub reply: tokio::sync::oneshot::Sender<RemotingCommand>,
+}
+impl Message for Call {
+    type Result = ();
+}
+
 /// Run a parked request again (suspension disabled) and reply with whatever it gets.
 pub struct Resume(pub RemotingCommand);
 impl Message for Resume {
@@ -102,6 +119,10 @@ pub struct Connection {
     writer: FramedWrite<RemotingCommand, OwnedWriteHalf, RemotingCodec>,
     /// Replies still being worked out ([`Handled::Later`]).
     pending: PendingReplies,
+    /// [`Call`]s waiting for the peer's response, by the opaque they were sent with.
+    calls: std::collections::HashMap<i32, tokio::sync::oneshot::Sender<RemotingCommand>>,
+    /// The opaque of the next [`Call`] (wraps; a wrapped value still in the table is skipped).
+    next_call_opaque: i32,
 }
 
 /// A reply that was worked out later, with what metrics need of its request.
@@ -220,7 +241,11 @@ impl ServeStream<Result<RemotingCommand, CodecError>> for Connection {
     ) {
         match item {
             Ok(cmd) if cmd.is_response() => {
-                // Replies to our own pushes are oneway-style notifications; nothing waits for them.
+                // A response to one of our [`Call`]s; any other (a late one, or to a push) is
+                // dropped: nothing waits for it.
+                if let Some(tx) = self.calls.remove(&cmd.opaque) {
+                    let _ = tx.send(cmd);
+                }
             }
             Ok(cmd) => self.run(cmd, false),
             Err(e) => {
@@ -255,6 +280,22 @@ impl Serve<Push> for Connection {
     type Reply = ();
     fn serve(&mut self, m: Push, _: &mut Context<Metered<Self>>) {
         self.writer.write(m.0);
+    }
+}
+
+impl Serve<Call> for Connection {
+    type Reply = ();
+    fn serve(&mut self, m: Call, ctx: &mut Context<Metered<Self>>) {
+        let mut opaque = self.next_call_opaque;
+        while self.calls.contains_key(&opaque) {
+            opaque = opaque.wrapping_add(1);
+        }
+        self.next_call_opaque = opaque.wrapping_add(1);
+        self.calls.insert(opaque, m.reply);
+        self.writer.write(m.cmd.with_opaque(opaque));
+        ctx.run_later(m.timeout, move |act, _| {
+            act.inner.calls.remove(&opaque);
+        });
     }
 }
 
@@ -299,6 +340,8 @@ pub fn accept(
                 processor,
                 writer,
                 pending,
+                calls: std::collections::HashMap::new(),
+                next_call_opaque: 1,
             }
         },
     ))

@@ -5,7 +5,7 @@
 //! In: a tick every `cleanResourceInterval` (the first after 60 s as RocketMQ, or six intervals
 //! if that is sooner); [`CleanNow`]
 //! (one round at once, for tests and benches); [`TriggerDeleteFiles`] (mqadmin's
-//! `deleteExpiredCommitLog`, request code 27: the next 20 rounds act as if it were time to
+//! `deleteExpiredCommitLog`, request code 329: the next 20 rounds act as if it were time to
 //! delete); [`StopCleaning`] (a clean stop: no new round, and the reply waits for the one under
 //! way). Out: [`DeleteQueuesBelow`] to the ConsumeQueue builder and [`DeleteBelow`] to the index
 //! builder, which own those files; a [`CleanReport`] to `CleanNow`.
@@ -152,7 +152,7 @@ impl Message for StopCleaning {
     type Result = ();
 }
 
-/// mqadmin `deleteExpiredCommitLog` (TRIGGER_DELETE_FILES): the next 20 rounds delete expired
+/// mqadmin `deleteExpiredCommitLog` (DELETE_EXPIRED_COMMITLOG): the next 20 rounds delete expired
 /// files whatever the hour and disk usage, as RocketMQ's `executeDeleteFilesManually`.
 pub struct TriggerDeleteFiles;
 impl Message for TriggerDeleteFiles {

@@ -1288,6 +1288,23 @@ impl Store {
         c.notify(cleaner::TriggerDeleteFiles);
         true
     }
+    /// mqadmin `cleanExpiredCQ` (CLEAN_EXPIRED_CONSUMEQUEUE): one full ConsumeQueue retention
+    /// pass now, against the CommitLog's first byte — every queue's files whose units all point
+    /// below it go and its min offset moves up. Unlike RocketMQ's `cleanExpiredConsumerQueue`, a
+    /// queue's last file and its offsets stay: a queue never restarts at offset 0 under its
+    /// consumers. Returns how many files went. Works with retention off too.
+    pub async fn clean_expired_consume_queues(&self) -> std::io::Result<usize> {
+        let min_phy = self.reader.commit_log().min_offset();
+        let done = self
+            .cq_builder
+            .send(cleaner::DeleteQueuesBelow {
+                min_phy,
+                stepwise: false,
+            })
+            .await
+            .map_err(std::io::Error::other)??;
+        Ok(done.files)
+    }
     pub fn reader(&self) -> &StoreReader {
         &self.reader
     }
