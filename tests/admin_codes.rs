@@ -1,0 +1,502 @@
+//! The request codes RocketMQ 4.9.4 answers that ActorMQ used to refuse (issue #32), end to end
+//! over the real wire against a broker with its embedded name server on ephemeral ports:
+//! GET/UPDATE_NAMESRV_CONFIG (319/318), DELETE_SUBSCRIPTIONGROUP (207), QUERY_CONSUME_QUEUE
+//! (321), DELETE_EXPIRED_COMMITLOG (329; 27 refused as 4.9.4 does), CLEAN_EXPIRED_CONSUMEQUEUE
+//! (306), CLEAN_UNUSED_TOPIC (316), GET_CONSUMER_RUNNING_INFO (307, forwarded to a consumer
+//! connection) and SEND_REPLY_MESSAGE_V2 (325, pushed to the requester as 326).
+//!
+//! The consumer and the requester are [`FakeClient`]s written here: a raw remoting connection
+//! that sends a heartbeat and then answers (or not) the requests the broker sends it. Nothing
+//! waits on a clock: each step waits for the frame it needs (a generous limit only guards
+//! against a hang).
+
+mod common;
+
+use std::time::Duration;
+
+use actormq::remoting::client::RemotingClient;
+use actormq_core::protocol::body::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
+use actormq_core::protocol::codec::{decode_frame, encode_frame, MAX_FRAME_BYTES};
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::header::{SendHeaderNames, SendMessageRequestHeader};
+use bytes::BytesMut;
+use common::*;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Guard against a hang, not a timing.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A raw client connection: sends requests and reads frames itself, so it sees (and answers)
+/// the requests the broker sends it.
+struct FakeClient {
+    stream: TcpStream,
+    buf: BytesMut,
+    next_opaque: i32,
+    /// Broker-initiated requests read while waiting for something else.
+    queued: Vec<RemotingCommand>,
+}
+
+impl FakeClient {
+    async fn connect(addr: &str) -> FakeClient {
+        FakeClient {
+            stream: TcpStream::connect(addr)
+                .await
+                .expect("connect to the broker"),
+            buf: BytesMut::new(),
+            next_opaque: 1000,
+            queued: Vec::new(),
+        }
+    }
+
+    async fn write(&mut self, cmd: &RemotingCommand) {
+        let mut out = BytesMut::new();
+        encode_frame(cmd, &mut out);
+        self.stream.write_all(&out).await.expect("write a frame");
+    }
+
+    async fn read(&mut self) -> RemotingCommand {
+        loop {
+            if let Some(cmd) = decode_frame(&mut self.buf, MAX_FRAME_BYTES).expect("a valid frame")
+            {
+                return cmd;
+            }
+            let n = tokio::time::timeout(LIMIT, self.stream.read_buf(&mut self.buf))
+                .await
+                .expect("a frame within the limit")
+                .expect("read");
+            assert!(n > 0, "the broker closed the connection");
+        }
+    }
+
+    /// Sends a request and returns its response (queueing broker requests read meanwhile).
+    async fn request(&mut self, cmd: RemotingCommand) -> RemotingCommand {
+        self.next_opaque += 1;
+        let opaque = self.next_opaque;
+        self.write(&cmd.with_opaque(opaque)).await;
+        loop {
+            let got = self.read().await;
+            if got.is_response() && got.opaque == opaque {
+                return got;
+            }
+            if !got.is_response() {
+                self.queued.push(got);
+            }
+        }
+    }
+
+    /// The next request from the broker with `code` (others, e.g. NOTIFY_CONSUMER_IDS_CHANGED,
+    /// are skipped).
+    async fn next_request(&mut self, code: i32) -> RemotingCommand {
+        if let Some(i) = self.queued.iter().position(|c| c.code == code) {
+            return self.queued.remove(i);
+        }
+        loop {
+            let got = self.read().await;
+            if !got.is_response() && got.code == code {
+                return got;
+            }
+        }
+    }
+
+    async fn heartbeat(&mut self, data: &HeartbeatData) {
+        let body = serde_json::to_vec(data).unwrap();
+        let resp = self
+            .request(RemotingCommand::new_request(rq::HEART_BEAT).with_body(body))
+            .await;
+        assert_eq!(resp.code, rc::SUCCESS, "heartbeat: {:?}", resp.remark);
+    }
+}
+
+async fn invoke(c: &RemotingClient, cmd: RemotingCommand) -> RemotingCommand {
+    c.invoke(cmd, LIMIT).await.expect("a response")
+}
+
+fn consumer_heartbeat(client_id: &str, group: &str, topic: &str) -> HeartbeatData {
+    HeartbeatData {
+        client_id: client_id.into(),
+        consumer_data_set: vec![ConsumerData {
+            group_name: group.into(),
+            subscription_data_set: vec![SubscriptionData {
+                topic: topic.into(),
+                sub_string: "*".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn send_header(topic: &str, queue_id: i32, properties: &str) -> SendMessageRequestHeader {
+    SendMessageRequestHeader {
+        producer_group: "PG".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        born_timestamp: 1,
+        properties: properties.into(),
+        ..Default::default()
+    }
+}
+
+fn body_json(r: &RemotingCommand) -> Value {
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| {
+        panic!(
+            "body is not JSON ({e}): {}",
+            String::from_utf8_lossy(&r.body)
+        )
+    })
+}
+
+#[test]
+fn namesrv_config_is_listed_and_updated() {
+    run_bounded("namesrv_config_is_listed_and_updated", || async {
+        let (_dir, b) = broker(&[]);
+        let ns = RemotingClient::connect(&b.namesrv_addr).await.unwrap();
+        let port = b.namesrv_addr.rsplit(':').next().unwrap().to_string();
+
+        let r = invoke(&ns, RemotingCommand::new_request(rq::GET_NAMESRV_CONFIG)).await;
+        assert_eq!(r.code, rc::SUCCESS);
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        assert!(text.contains(&format!("listenPort={port}\n")), "{text}");
+        assert!(text.contains("orderMessageEnable=false\n"), "{text}");
+
+        // As RocketMQ: known keys change, unknown keys are ignored, the answer is SUCCESS.
+        let update = RemotingCommand::new_request(rq::UPDATE_NAMESRV_CONFIG)
+            .with_body(&b"orderMessageEnable=true\nnoSuchKey=1\n"[..]);
+        let r = invoke(&ns, update).await;
+        assert_eq!((r.code, r.remark.as_deref()), (rc::SUCCESS, None));
+        let r = invoke(&ns, RemotingCommand::new_request(rq::GET_NAMESRV_CONFIG)).await;
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        assert!(text.contains("orderMessageEnable=true\n"), "{text}");
+        assert!(!text.contains("noSuchKey"), "{text}");
+        stop_broker(b);
+    });
+}
+
+#[test]
+fn store_admin_codes_answer_as_rocketmq() {
+    run_bounded("store_admin_codes_answer_as_rocketmq", || async {
+        let (_dir, b) = broker(&[]);
+        let c = RemotingClient::connect(&b.broker_addr).await.unwrap();
+        let topic = "CodesTopic";
+        let create = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
+            .with_ext("topic", topic)
+            .with_ext("defaultTopic", "TBW102")
+            .with_ext("readQueueNums", "2")
+            .with_ext("writeQueueNums", "2")
+            .with_ext("perm", "6")
+            .with_ext("topicFilterType", "SINGLE_TAG");
+        assert_eq!(invoke(&c, create).await.code, rc::SUCCESS);
+        let mut sizes = Vec::new();
+        for i in 0..3 {
+            let send = RemotingCommand::new_request(rq::SEND_MESSAGE)
+                .with_ext_fields(send_header(topic, 0, "").to_ext_fields(SendHeaderNames::V1))
+                .with_body(format!("hello{i}").into_bytes());
+            let r = invoke(&c, send).await;
+            assert_eq!(r.code, rc::SUCCESS, "send: {:?}", r.remark);
+            sizes.push(r.ext("queueOffset").unwrap().to_string());
+        }
+        assert_eq!(sizes, ["0", "1", "2"]);
+
+        // QUERY_CONSUME_QUEUE: the range and the units asked for.
+        let q = |index: i64, count: i32| {
+            RemotingCommand::new_request(rq::QUERY_CONSUME_QUEUE)
+                .with_ext("topic", topic)
+                .with_ext("queueId", "0")
+                .with_ext("index", index.to_string())
+                .with_ext("count", count.to_string())
+        };
+        // Sends are answered once stored; the ConsumeQueue follows (dispatch): wait for it.
+        let mut r = invoke(&c, q(0, 10)).await;
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        while body_json(&r)["maxQueueIndex"] != 3 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not dispatched: {r:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            r = invoke(&c, q(0, 10)).await;
+        }
+        assert_eq!(r.code, rc::SUCCESS);
+        assert_eq!(r.remark.as_deref(), Some("not set any response code"));
+        let body = body_json(&r);
+        assert_eq!(body["maxQueueIndex"], 3);
+        assert_eq!(body["minQueueIndex"], 0);
+        let units = body["queueData"].as_array().unwrap();
+        assert_eq!(units.len(), 3);
+        assert_eq!(units[0]["physicOffset"], 0);
+        let size = units[0]["physicSize"].as_i64().unwrap();
+        assert_eq!(units[1]["physicOffset"].as_i64().unwrap(), size);
+        assert_eq!(units[0]["eval"], false);
+        assert!(units[0].get("msg").is_none(), "nulls are left out: {body}");
+        assert!(body.get("subscriptionData").is_none());
+        // Fields in fastjson's order.
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        assert!(
+            text.starts_with(r#"{"maxQueueIndex":3,"minQueueIndex":0,"queueData":[{"eval":false,"physicOffset":0,"physicSize":"#),
+            "{text}"
+        );
+        let r = invoke(&c, q(1, 1).with_ext("consumerGroup", "NoOne")).await;
+        let body = body_json(&r);
+        assert_eq!(body["queueData"].as_array().unwrap().len(), 1);
+        assert_eq!(body["filterData"], "NoOne@CodesTopic is not online!");
+        let r = invoke(&c, q(99, 1)).await;
+        assert_eq!(r.code, rc::SUCCESS);
+        assert_eq!(
+            r.remark.as_deref(),
+            Some("Index 99 of 0@CodesTopic is not exist!")
+        );
+        assert!(r.body.is_empty());
+        let r = invoke(
+            &c,
+            RemotingCommand::new_request(rq::QUERY_CONSUME_QUEUE)
+                .with_ext("topic", "NoSuchTopic")
+                .with_ext("queueId", "0")
+                .with_ext("index", "0")
+                .with_ext("count", "1"),
+        )
+        .await;
+        assert_eq!(r.code, rc::SYSTEM_ERROR);
+        assert_eq!(r.remark.as_deref(), Some("0@NoSuchTopic is not exist!"));
+
+        // DELETE_SUBSCRIPTIONGROUP with removeOffset: the group and its offsets go.
+        let group = "CodesGroup";
+        let cfg = format!(
+            r#"{{"groupName":"{group}","consumeEnable":true,"retryQueueNums":1,"retryMaxTimes":16}}"#
+        );
+        let r = invoke(
+            &c,
+            RemotingCommand::new_request(rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+                .with_body(cfg.into_bytes()),
+        )
+        .await;
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let commit = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", group)
+            .with_ext("topic", topic)
+            .with_ext("queueId", "0")
+            .with_ext("commitOffset", "2");
+        assert_eq!(invoke(&c, commit).await.code, rc::SUCCESS);
+        let query_offset = || {
+            RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
+                .with_ext("consumerGroup", group)
+                .with_ext("topic", topic)
+                .with_ext("queueId", "0")
+        };
+        let r = invoke(&c, query_offset()).await;
+        assert_eq!((r.code, r.ext("offset")), (rc::SUCCESS, Some("2")));
+        let r = invoke(
+            &c,
+            RemotingCommand::new_request(rq::DELETE_SUBSCRIPTIONGROUP)
+                .with_ext("groupName", group)
+                .with_ext("removeOffset", "true"),
+        )
+        .await;
+        assert_eq!((r.code, r.remark.as_deref()), (rc::SUCCESS, None));
+        let groups = invoke(
+            &c,
+            RemotingCommand::new_request(rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
+        )
+        .await;
+        assert!(
+            !String::from_utf8_lossy(&groups.body).contains(group),
+            "the group is still listed"
+        );
+        let r = invoke(&c, query_offset()).await;
+        assert_ne!(r.ext("offset"), Some("2"), "the offset survived: {r:?}");
+        // Deleting a group that does not exist is SUCCESS too; a missing name is an error.
+        let r = invoke(
+            &c,
+            RemotingCommand::new_request(rq::DELETE_SUBSCRIPTIONGROUP)
+                .with_ext("groupName", "NoSuchGroup"),
+        )
+        .await;
+        assert_eq!(r.code, rc::SUCCESS);
+        let r = invoke(
+            &c,
+            RemotingCommand::new_request(rq::DELETE_SUBSCRIPTIONGROUP),
+        )
+        .await;
+        assert_eq!(r.code, rc::SYSTEM_ERROR);
+
+        // 329 is mqadmin deleteExpiredCommitLog; 4.9.4 refuses 27.
+        let r = invoke(
+            &c,
+            RemotingCommand::new_request(rq::DELETE_EXPIRED_COMMITLOG),
+        )
+        .await;
+        assert_eq!((r.code, r.remark.as_deref()), (rc::SUCCESS, None));
+        let r = invoke(&c, RemotingCommand::new_request(rq::TRIGGER_DELETE_FILES)).await;
+        assert_eq!(r.code, rc::REQUEST_CODE_NOT_SUPPORTED);
+        assert_eq!(r.remark.as_deref(), Some(" request type 27 not supported"));
+
+        // Nothing is expired or unused here: both succeed and the topic's queue stays whole.
+        for code in [rq::CLEAN_EXPIRED_CONSUMEQUEUE, rq::CLEAN_UNUSED_TOPIC] {
+            let r = invoke(&c, RemotingCommand::new_request(code)).await;
+            assert_eq!(
+                (r.code, r.remark.as_deref()),
+                (rc::SUCCESS, None),
+                "code {code}"
+            );
+        }
+        let body = body_json(&invoke(&c, q(0, 10)).await);
+        assert_eq!(body["queueData"].as_array().unwrap().len(), 3);
+        stop_broker(b);
+    });
+}
+
+#[test]
+fn consumer_running_info_is_forwarded_to_the_consumer() {
+    run_bounded(
+        "consumer_running_info_is_forwarded_to_the_consumer",
+        || async {
+            let (_dir, b) = broker(&[]);
+            let admin = RemotingClient::connect(&b.broker_addr).await.unwrap();
+            let running_info = |client: &str| {
+                RemotingCommand::new_request(rq::GET_CONSUMER_RUNNING_INFO)
+                    .with_ext("consumerGroup", "RunG")
+                    .with_ext("clientId", client)
+                    .with_ext("jstackEnable", "false")
+            };
+            let r = invoke(&admin, running_info("fake@1")).await;
+            assert_eq!(r.code, rc::SYSTEM_ERROR);
+            assert_eq!(
+                r.remark.as_deref(),
+                Some("The Consumer <RunG> <fake@1> not online")
+            );
+
+            let mut consumer = FakeClient::connect(&b.broker_addr).await;
+            consumer
+                .heartbeat(&consumer_heartbeat("fake@1", "RunG", "RunTopic"))
+                .await;
+            // The admin's request goes out; the consumer answers it with its own body.
+            let pending = tokio::spawn({
+                let admin = RemotingClient::connect(&b.broker_addr).await.unwrap();
+                let cmd = running_info("fake@1");
+                async move { admin.invoke(cmd, LIMIT).await }
+            });
+            let fwd = consumer.next_request(rq::GET_CONSUMER_RUNNING_INFO).await;
+            assert_eq!(fwd.ext("consumerGroup"), Some("RunG"));
+            assert_eq!(fwd.ext("clientId"), Some("fake@1"));
+            assert_eq!(fwd.ext("jstackEnable"), Some("false"));
+            let answer = RemotingCommand::response_to(&fwd, rc::SUCCESS, None)
+                .with_body(&br#"{"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"}}"#[..]);
+            consumer.write(&answer).await;
+            let r = pending.await.unwrap().expect("the admin's response");
+            assert_eq!(r.code, rc::SUCCESS);
+            assert_eq!(
+                body_json(&r)["properties"]["PROP_CONSUME_TYPE"],
+                "CONSUME_PASSIVELY"
+            );
+
+            // A consumer that goes away before answering: the admin is told, not left waiting.
+            let pending = tokio::spawn({
+                let admin = RemotingClient::connect(&b.broker_addr).await.unwrap();
+                let cmd = running_info("fake@1");
+                async move { admin.invoke(cmd, LIMIT).await }
+            });
+            let _ = consumer.next_request(rq::GET_CONSUMER_RUNNING_INFO).await;
+            drop(consumer);
+            let r = pending.await.unwrap().expect("the admin's response");
+            assert_eq!(r.code, rc::SYSTEM_ERROR, "{r:?}");
+            let remark = r.remark.unwrap_or_default();
+            assert!(
+                remark.starts_with("invoke consumer <RunG> <fake@1> Exception")
+                    || remark == "The Consumer <RunG> <fake@1> not online",
+                "{remark}"
+            );
+            stop_broker(b);
+        },
+    );
+}
+
+#[test]
+fn reply_message_is_pushed_to_the_requester_and_stored() {
+    run_bounded(
+        "reply_message_is_pushed_to_the_requester_and_stored",
+        || async {
+            let (_dir, b) = broker(&[]);
+            let mut requester = FakeClient::connect(&b.broker_addr).await;
+            requester
+                .heartbeat(&HeartbeatData {
+                    client_id: "requester@1".into(),
+                    producer_data_set: vec![ProducerData {
+                        group_name: "RequestG".into(),
+                    }],
+                    ..Default::default()
+                })
+                .await;
+            let replier = RemotingClient::connect(&b.broker_addr).await.unwrap();
+            let topic = "DefaultCluster_REPLY_TOPIC";
+            let props = "CORRELATION_ID\u{1}c-1\u{2}REPLY_TO_CLIENT\u{1}requester@1\u{2}";
+            let reply_cmd = |props: &str| {
+                RemotingCommand::new_request(rq::SEND_REPLY_MESSAGE_V2)
+                    .with_ext_fields(
+                        send_header(topic, 0, props).to_ext_fields(SendHeaderNames::V2),
+                    )
+                    .with_body(&b"the answer"[..])
+            };
+            let pending = tokio::spawn({
+                let cmd = reply_cmd(props);
+                async move { replier.invoke(cmd, LIMIT).await }
+            });
+            let push = requester
+                .next_request(rq::PUSH_REPLY_MESSAGE_TO_CLIENT)
+                .await;
+            assert_eq!(&push.body[..], b"the answer");
+            assert_eq!(push.ext("topic"), Some(topic));
+            assert_eq!(push.ext("producerGroup"), Some("PG"));
+            assert_eq!(push.ext("queueId"), Some("0"));
+            let pushed_props = push.ext("properties").unwrap();
+            assert!(
+                pushed_props.contains("CORRELATION_ID\u{1}c-1\u{2}"),
+                "{pushed_props:?}"
+            );
+            assert!(
+                pushed_props.contains("PUSH_REPLY_TIME\u{1}"),
+                "{pushed_props:?}"
+            );
+            assert!(push.ext("bornHost").unwrap().starts_with("127.0.0.1:"));
+            assert_eq!(push.ext("storeHost"), Some(b.broker_addr.as_str()));
+            requester
+                .write(&RemotingCommand::response_to(&push, rc::SUCCESS, None))
+                .await;
+            let r = pending.await.unwrap().expect("the replier's response");
+            assert_eq!((r.code, r.remark.as_deref()), (rc::SUCCESS, None));
+            assert_eq!(
+                r.ext("queueOffset"),
+                Some("0"),
+                "stored as the topic's first: {r:?}"
+            );
+            assert_ne!(r.ext("msgId"), Some("0"), "a stored reply has its msgId");
+
+            // No requester online under that id: RocketMQ's remark; the reply is still stored.
+            let replier = RemotingClient::connect(&b.broker_addr).await.unwrap();
+            let r = invoke(
+                &replier,
+                reply_cmd("CORRELATION_ID\u{1}c-2\u{2}REPLY_TO_CLIENT\u{1}nobody@9\u{2}"),
+            )
+            .await;
+            assert_eq!(r.code, rc::SYSTEM_ERROR);
+            assert_eq!(
+                r.remark.as_deref(),
+                Some("push reply message fail, channel of <nobody@9> not found.")
+            );
+            assert_eq!(r.ext("queueOffset"), Some("1"));
+            let r = invoke(&replier, reply_cmd("CORRELATION_ID\u{1}c-3\u{2}")).await;
+            assert_eq!(
+                (r.code, r.remark.as_deref()),
+                (
+                    rc::SYSTEM_ERROR,
+                    Some("reply message properties[REPLY_TO_CLIENT] is null")
+                )
+            );
+            stop_broker(b);
+        },
+    );
+}
