@@ -18,7 +18,9 @@ use actormq::namesrv::{start_namesrv, NamesrvHandle};
 use actormq::remoting::client::RemotingClient;
 use actormq_core::format::record::body_crc;
 use actormq_core::meta::{DataVersion, TopicConfig, TopicTable};
-use actormq_core::protocol::body::{ClusterInfo, RegisterBrokerBody, TopicList, TopicRouteData};
+use actormq_core::protocol::body::{
+    parse_java_json, ClusterInfo, RegisterBrokerBody, TopicList, TopicRouteData,
+};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
 
@@ -141,7 +143,8 @@ fn registrar(
 
 fn parse_route(resp: &RemotingCommand) -> TopicRouteData {
     assert_eq!(resp.code, 0, "remark: {:?}", resp.remark);
-    serde_json::from_slice(&resp.body).unwrap()
+    // Bare integer keys (`"brokerAddrs":{0:…}`), as Java's name server writes them.
+    parse_java_json(&resp.body).unwrap()
 }
 
 #[actix::test]
@@ -170,12 +173,38 @@ async fn registrar_registers_topics_and_clients_get_the_route() {
     })
     .await;
 
-    let resp = route(&c, "TopicA").await;
-    // Byte for byte what the traced client parsed (standard JSON, quoted broker ids).
-    assert_eq!(
-        std::str::from_utf8(&resp.body).unwrap(),
-        r#"{"orderTopicConf":null,"queueDatas":[{"brokerName":"broker-a","readQueueNums":8,"writeQueueNums":8,"perm":6,"topicSysFlag":0}],"brokerDatas":[{"cluster":"DefaultCluster","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:10911"},"zoneName":null,"enableActingMaster":false}],"filterServerTable":{},"topicQueueMappingInfo":null}"#
-    );
+    // Byte for byte what Apache RocketMQ 4.9.4's name server writes for this route (fastjson:
+    // fields sorted, nulls left out), plus 5.x's `enableActingMaster`, which
+    // rocketmq-client-rust needs (see `BrokerData` in src/protocol/body.rs). Broker ids are
+    // quoted for a request of version ≥ 401 (V4_9_4) or with acceptStandardJsonOnly=true, bare
+    // for older clients — as DefaultRequestProcessor.getRouteInfoByTopic decides.
+    let text = |ids: &str| {
+        format!(
+            r#"{{"brokerDatas":[{{"brokerAddrs":{{{ids}:"127.0.0.1:10911"}},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}}],"filterServerTable":{{}},"queueDatas":[{{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}}]}}"#
+        )
+    };
+    let old_client = |version: i32| {
+        let mut r = route_request("TopicA");
+        r.version = version;
+        r
+    };
+    for (req, ids) in [
+        (route_request("TopicA"), r#""0""#),
+        (old_client(400), "0"),
+        (old_client(0), "0"),
+        (
+            old_client(0).with_ext("acceptStandardJsonOnly", "true"),
+            r#""0""#,
+        ),
+    ] {
+        let version = req.version;
+        let resp = call(&c, req).await;
+        assert_eq!(
+            std::str::from_utf8(&resp.body).unwrap(),
+            text(ids),
+            "version {version}"
+        );
+    }
 
     let r = parse_route(&route(&c, "ReadOnly").await);
     assert_eq!(
@@ -259,7 +288,7 @@ async fn cluster_info_and_topic_list() {
 
     let resp = call(&c, RemotingCommand::new_request(106)).await;
     assert_eq!(resp.code, 0);
-    let info: ClusterInfo = serde_json::from_slice(&resp.body).unwrap();
+    let info: ClusterInfo = parse_java_json(&resp.body).unwrap();
     assert_eq!(
         info.cluster_addr_table,
         BTreeMap::from([(
@@ -274,7 +303,7 @@ async fn cluster_info_and_topic_list() {
     assert_eq!(info.broker_addr_table["broker-a"].cluster, CLUSTER);
     let text = std::str::from_utf8(&resp.body).unwrap();
     assert!(
-        text.contains(r#""brokerAddrs":{"0":"10.0.0.1:10911"}"#),
+        text.contains(r#""brokerAddrs":{0:"10.0.0.1:10911"}"#),
         "{text}"
     );
 

@@ -38,9 +38,9 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use actormq_core::format::record::body_crc;
 use actormq_core::protocol::body::{
-    parse_java_json, to_json_bytes, BrokerData, ClusterInfo, DataVersion, QueueData,
-    RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicList, TopicRouteData,
-    MASTER_ID,
+    parse_java_json, to_json_bytes, to_standard_json_bytes, BrokerData, ClusterInfo, DataVersion,
+    QueueData, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicList,
+    TopicRouteData, MASTER_ID,
 };
 use actormq_core::protocol::codes::{request_code, response_code};
 use actormq_core::protocol::command::RemotingCommand;
@@ -714,16 +714,25 @@ impl Processor for NamesrvProcessor {
                 }
             }
             request_code::GET_ROUTEINFO_BY_TOPIC => {
-                // Only `topic` matters: we always answer standard JSON (quoted keys), which
-                // every client accepts, so `acceptStandardJsonOnly` changes nothing.
                 let topic = match req.require_str("topic") {
                     Ok(t) => t.to_owned(),
                     Err(e) => return system_error(&req, e.to_string()),
                 };
+                // As 4.9.4's name server: standard JSON (quoted broker ids) for a request of
+                // version ≥ V4_9_4 (401) or with `acceptStandardJsonOnly`, else fastjson's bare
+                // integer keys (DefaultRequestProcessor.getRouteInfoByTopic).
+                let standard = req.version >= 401
+                    || req
+                        .ext("acceptStandardJsonOnly")
+                        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
                 self.ask(
                     &req,
                     GetRoute(topic.clone()),
                     move |route, resp| match route {
+                        Some(route) if standard => match to_standard_json_bytes(&route) {
+                            Ok(body) => resp.with_body(body),
+                            Err(e) => error_from(resp, format!("cannot encode the route: {e}")),
+                        },
                         Some(route) => with_json(resp, &route),
                         None => {
                             let mut resp = resp.with_remark(format!(

@@ -8,6 +8,8 @@
 //! * [`header`] — typed request/response headers (SEND V1/V2, PULL, offsets, routes, …).
 //! * [`body`] — JSON bodies (heartbeat, route data, broker registration, …) and
 //!   [`parse_java_json`] for fastjson's unquoted integer keys.
+//! * [`fastjson`] — fastjson's leniencies when reading bodies and its bare integer keys when
+//!   writing them.
 //! * [`batch`] — the SEND_BATCH_MESSAGE body.
 //! * [`ha`] — the master/slave replication stream on `haListenPort` (not remoting frames).
 //!
@@ -23,6 +25,7 @@ pub mod body;
 pub mod codec;
 pub mod codes;
 pub mod command;
+pub mod fastjson;
 pub mod ha;
 pub mod header;
 mod json_fast;
