@@ -336,8 +336,11 @@ async fn delay_level_1_message_reaches_its_real_topic_after_one_second() {
     assert_eq!(rec.body, b"later");
     assert_eq!(rec.topic, "RealTopic");
     assert!(rec.store_timestamp >= T0 + 1000);
-    assert_eq!(rec.property(keys::DELAY), None);
+    // The stored properties as they are, as RocketMQ 4.9.4's messageTimeup writes them.
+    assert_eq!(rec.property(keys::DELAY), Some("1"));
     assert_eq!(rec.property(keys::REAL_TOPIC), Some("RealTopic"));
+    assert_eq!(rec.property(keys::REAL_QID), Some("2"));
+    assert_eq!(rec.property(keys::TAGS), Some("TagD"));
     // Progress is recorded and persisted at stop.
     assert_eq!(store.delay_offsets().await.unwrap().0.get(&1), Some(&1));
     store.shutdown().await.unwrap();
@@ -724,8 +727,13 @@ async fn every_read_api_on_an_empty_store_and_an_unknown_topic() {
         (GetStatus::OffsetOverflowBadly, QueueOffset(2))
     );
     assert_eq!(rd.earliest_store_time("Known", 0), Some(T0));
-    assert_eq!(rd.offset_by_time("Known", 0, T0 + 5), QueueOffset(1));
-    assert_eq!(rd.offset_by_time("Known", 0, T0 + 50), QueueOffset(2));
+    // RocketMQ 4.9.4's rules: halfway between two messages the earlier one, after the last one
+    // the last one (max − 1), before the first one the first, exactly at one that one.
+    assert_eq!(rd.offset_by_time("Known", 0, T0 + 5), QueueOffset(0));
+    assert_eq!(rd.offset_by_time("Known", 0, T0 + 6), QueueOffset(1));
+    assert_eq!(rd.offset_by_time("Known", 0, T0 + 50), QueueOffset(1));
+    assert_eq!(rd.offset_by_time("Known", 0, T0 - 50), QueueOffset(0));
+    assert_eq!(rd.offset_by_time("Known", 0, T0 + 10), QueueOffset(1));
     store.shutdown().await.unwrap();
 }
 

@@ -74,26 +74,106 @@ impl CqView {
         let pos = offset.0 * CQ_UNIT_SIZE as u64;
         QueueOffset((pos - pos % size + size) / CQ_UNIT_SIZE as u64)
     }
-    /// Binary search for the first unit whose message store time is ≥ `ts` (the caller supplies
-    /// the store time of a unit, read from the CommitLog).
-    pub fn search_by_time(
+    /// The queue offset for time `ts` (SEARCH_OFFSET_BY_TIMESTAMP, and resets by time), by
+    /// RocketMQ 4.9.4's rules (store/src/main/java/org/apache/rocketmq/store/ConsumeQueue.java
+    /// `getOffsetInQueueByTime`): one file is searched — the first whose last unit's message is
+    /// at or after `ts` (RocketMQ: the first whose modification time is), else the last — by
+    /// binary search from the queue's min offset; a message stored exactly at `ts` is the answer
+    /// (any one of several), else the nearer of its two neighbours (the earlier one on a tie),
+    /// the first unit if every message is later and the *last* unit (max − 1) if every one is
+    /// earlier. Units whose record is below `log_min` (retention deleted it) count as earlier,
+    /// without a time; if the search meets only those and no later unit, RocketMQ's answer is
+    /// the unit before the file. No unit published: 0; a unit whose record cannot be read: 0.
+    /// `store_time_of` reads a unit's message store time from the CommitLog.
+    pub fn offset_by_time(
         &self,
         ts: i64,
+        log_min: u64,
         store_time_of: impl Fn(&CqUnit) -> Option<i64>,
     ) -> QueueOffset {
-        let (mut lo, mut hi) = (self.min_offset().0, self.max_offset().0);
-        if lo >= hi {
-            return QueueOffset(lo);
-        }
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let t = self.unit(QueueOffset(mid)).and_then(|u| store_time_of(&u));
-            match t {
-                Some(t) if t < ts => lo = mid + 1,
-                _ => hi = mid,
+        let unit_size = CQ_UNIT_SIZE as u64;
+        let files = self.files.files();
+        let filled: Vec<_> = files
+            .iter()
+            .filter(|f| f.readable_position() >= unit_size)
+            .collect();
+        let time_of = |u: &CqUnit| {
+            if (u.phy_offset as u64) < log_min {
+                None
+            } else {
+                store_time_of(u)
+            }
+        };
+        let last_unit_of = |f: &&Arc<super::mapped_file::MappedFile>| {
+            let last = f.file_from_offset() + f.readable_position() / unit_size * unit_size;
+            self.unit(QueueOffset(last / unit_size - 1))
+        };
+        let Some(file) = filled
+            .iter()
+            .find(|f| {
+                last_unit_of(f)
+                    .and_then(|u| time_of(&u))
+                    .is_some_and(|t| t >= ts)
+            })
+            .or(filled.last())
+        else {
+            return QueueOffset(0);
+        };
+        let first = file.file_from_offset() / unit_size;
+        let min = self.min_logic.load(Ordering::Acquire);
+        let mut lo = min.saturating_sub(first) as i64;
+        let mut hi = (file.readable_position() / unit_size) as i64 - 1;
+        let (mut left, mut right) = (-1i64, -1i64);
+        let (mut left_time, mut right_time) = (None, None);
+        let mut exact = None;
+        while hi >= lo {
+            let mid = (lo + hi) / 2;
+            let Some(u) = self.unit(QueueOffset(first + mid as u64)) else {
+                return QueueOffset(0);
+            };
+            if (u.phy_offset as u64) < log_min {
+                lo = mid + 1;
+                left = mid;
+                continue;
+            }
+            let Some(t) = store_time_of(&u) else {
+                return QueueOffset(0);
+            };
+            match t.cmp(&ts) {
+                std::cmp::Ordering::Equal => {
+                    exact = Some(mid);
+                    break;
+                }
+                std::cmp::Ordering::Greater => {
+                    hi = mid - 1;
+                    right = mid;
+                    right_time = Some(t);
+                }
+                std::cmp::Ordering::Less => {
+                    lo = mid + 1;
+                    left = mid;
+                    left_time = Some(t);
+                }
             }
         }
-        QueueOffset(lo)
+        let at = match (exact, left_time, right_time) {
+            (Some(m), _, _) => m,
+            (None, None, _) => right,
+            (None, Some(_), None) => left,
+            // Java's Math.abs on the wrapped difference, so extreme times compare as there.
+            (None, Some(l), Some(r)) => {
+                if ts.wrapping_sub(l).wrapping_abs() > ts.wrapping_sub(r).wrapping_abs() {
+                    right
+                } else {
+                    left
+                }
+            }
+        };
+        // `at` is -1 only when the search met no later unit and no timed earlier one; RocketMQ
+        // then divides (file start − 1 byte) by the unit size, truncating towards zero.
+        let byte =
+            first as i64 * CQ_UNIT_SIZE as i64 + at * if at < 0 { 1 } else { CQ_UNIT_SIZE as i64 };
+        QueueOffset((byte / CQ_UNIT_SIZE as i64).max(0) as u64)
     }
 }
 

@@ -202,23 +202,19 @@ impl StoreReader {
         self.store_time_at(PhyOffset(u.phy_offset as u64))
     }
 
-    /// First queue offset whose store time is ≥ `ts` (SEARCH_OFFSET_BY_TIMESTAMP); the max offset
-    /// if every message is older, 0 for an unknown queue. Units whose message retention already
-    /// deleted count as older than `ts` (they are older than every message still stored), as
-    /// RocketMQ's `getOffsetInQueueByTime` skips them: between the CommitLog's deletion and the
-    /// queue's own cleanup they would otherwise end the search in the deleted prefix, and a
-    /// consumer reset to a time would re-read every message from the queue's old start.
+    /// The queue offset for time `ts` (SEARCH_OFFSET_BY_TIMESTAMP, resets by time), by RocketMQ
+    /// 4.9.4's rules (see [`CqView::offset_by_time`]): the message stored at `ts`, else the one
+    /// nearest to it, the last one (max − 1) if every message is older, the first if every one
+    /// is newer, 0 for an unknown or empty queue. Units whose message retention already deleted
+    /// count as older than `ts` without a time of their own, as RocketMQ skips them: between the
+    /// CommitLog's deletion and the queue's own cleanup they would otherwise end the search in the
+    /// deleted prefix, and a consumer reset to a time would re-read the queue from its old start.
     pub fn offset_by_time(&self, topic: &str, queue_id: i32, ts: i64) -> QueueOffset {
         let Some(q) = self.queue(topic, queue_id) else {
             return QueueOffset(0);
         };
-        let log_min = self.commit_log.min_offset();
-        q.search_by_time(ts, |u| {
-            if (u.phy_offset as u64) < log_min {
-                Some(i64::MIN)
-            } else {
-                self.store_time_at(PhyOffset(u.phy_offset as u64))
-            }
+        q.offset_by_time(ts, self.commit_log.min_offset(), |u| {
+            self.store_time_at(PhyOffset(u.phy_offset as u64))
         })
     }
 

@@ -58,8 +58,12 @@ pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
 }
 
 /// The message delivered to the real topic when its time has come (spec §10): same body, flag,
-/// properties minus `DELAY`, born data and reconsume count; `WAIT=false`; topic and queue from
-/// `REAL_TOPIC` / `REAL_QID`. `None` if the record carries no real topic. The body CRC is
+/// born data and reconsume count; topic and queue from `REAL_TOPIC` / `REAL_QID`; the stored
+/// properties as they are, `DELAY`, `REAL_TOPIC` and `REAL_QID` included. RocketMQ 4.9.4
+/// (store/src/main/java/org/apache/rocketmq/store/schedule/ScheduleMessageService.java
+/// `messageTimeup`) writes the properties string it took before clearing `DELAY` and setting
+/// `WAIT=false`, which change only its in-memory map — consumers see `DELAY` and the producer's
+/// `WAIT`. `None` if the record carries no real topic. The body CRC is
 /// computed from the body, as RocketMQ's put does, never copied: the writer trusts it, and a
 /// copied CRC of a body damaged since would put a record at the live tail that recovery's CRC
 /// check cuts the CommitLog at, with every message after it.
@@ -68,8 +72,7 @@ pub fn message_for_delivery(r: &RecordView<'_>) -> Option<NewMessage> {
     let queue_id = properties::find(&r.properties, keys::REAL_QID)?
         .parse()
         .ok()?;
-    let props = properties::remove(&r.properties, keys::DELAY);
-    let props = properties::set(&props, keys::WAIT, "false");
+    let props = r.properties.to_string();
     Some(NewMessage {
         topic,
         queue_id,
@@ -152,6 +155,10 @@ mod tests {
         );
         let d = message_for_delivery(&r).expect("has a real topic");
         assert_eq!((d.topic.as_str(), d.queue_id), ("RealTopic", 3));
+        // RocketMQ 4.9.4 delivers the stored properties unchanged.
+        assert_eq!(d.properties, r.properties);
+        assert_eq!(properties::find(&d.properties, keys::DELAY), Some("1"));
+        assert_eq!(properties::find(&d.properties, keys::WAIT), None);
         assert_eq!(d.body.as_ref(), b"Delayed body");
         assert_eq!(d.body_crc, body_crc(b"Delayed body"));
     }

@@ -350,9 +350,8 @@ impl ScheduleDelivery {
                             ) =>
                         {
                             // Refused for what the message is (bigger than maxMessageSize, set
-                            // lower since it was stored; properties over the limit once DELAY
-                            // gives way to WAIT): no retry can store it, and retrying would hold
-                            // up its level for good.
+                            // lower since it was stored): no retry can store it, and retrying
+                            // would hold up its level for good.
                             tracing::error!(
                                 level,
                                 offset = off.0,
