@@ -62,6 +62,59 @@ async fn ok(ns: &str, args: &[&str]) -> String {
 }
 
 /// Runs a `--json` command that must succeed; returns the document.
+/// The runtime keys of a RocketMQ 4.9.4 broker (`mqadmin brokerStatus` against one, fresh),
+/// but `commitLogDiskRatio_<path>` and `scheduleMessageOffset_<level>`, which name its paths and
+/// delay levels, and `remainHowManyDataToCommit`, sent only with transientStorePoolEnable.
+const RUNTIME_KEYS_494: &[&str] = &[
+    "EndTransactionQueueSize",
+    "EndTransactionThreadPoolQueueCapacity",
+    "bootTimestamp",
+    "brokerVersion",
+    "brokerVersionDesc",
+    "commitLogDirCapacity",
+    "commitLogDiskRatio",
+    "commitLogMaxOffset",
+    "commitLogMinOffset",
+    "consumeQueueDiskRatio",
+    "dispatchBehindBytes",
+    "dispatchMaxBuffer",
+    "earliestMessageTimeStamp",
+    "getFoundTps",
+    "getMessageEntireTimeMax",
+    "getMissTps",
+    "getTotalTps",
+    "getTransferedTps",
+    "msgGetTotalTodayMorning",
+    "msgGetTotalTodayNow",
+    "msgGetTotalYesterdayMorning",
+    "msgPutTotalTodayMorning",
+    "msgPutTotalTodayNow",
+    "msgPutTotalYesterdayMorning",
+    "pageCacheLockTimeMills",
+    "pullThreadPoolQueueCapacity",
+    "pullThreadPoolQueueHeadWaitTimeMills",
+    "pullThreadPoolQueueSize",
+    "putLatency99",
+    "putLatency999",
+    "putMessageAverageSize",
+    "putMessageDistributeTime",
+    "putMessageEntireTimeMax",
+    "putMessageFailedTimes",
+    "putMessageSizeTotal",
+    "putMessageTimesTotal",
+    "putTps",
+    "queryThreadPoolQueueCapacity",
+    "queryThreadPoolQueueHeadWaitTimeMills",
+    "queryThreadPoolQueueSize",
+    "remainHowManyDataToFlush",
+    "remainTransientStoreBufferNumbs",
+    "runtime",
+    "sendThreadPoolQueueCapacity",
+    "sendThreadPoolQueueHeadWaitTimeMills",
+    "sendThreadPoolQueueSize",
+    "startAcceptSendRequestTimeStamp",
+];
+
 async fn json(ns: &str, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
@@ -189,6 +242,21 @@ fn every_admin_command_against_a_running_broker() {
             "{status}"
         );
         assert!(status[&addr]["putTps"].as_str().unwrap().split(' ').count() == 3);
+        // Every key RocketMQ 4.9.4 sends (AdminBrokerProcessor.prepareRuntimeInfo with the
+        // store's getRuntimeInfo): mqadmin 4.9.4 `clusterList` failed on the missing
+        // `getTransferedTps`, and `brokerStatus` printed fewer lines than against Java.
+        for key in RUNTIME_KEYS_494 {
+            assert!(status[&addr][key].is_string(), "{key} missing: {status}");
+        }
+        let dirs = status[&addr].as_object().unwrap();
+        assert!(
+            dirs.keys().any(|k| k.starts_with("commitLogDiskRatio_/")),
+            "{status}"
+        );
+        assert!(
+            int(&status[&addr]["putMessageTimesTotal"]) >= N as i64,
+            "{status}"
+        );
         assert!(
             status[&addr]["consumeQueueDiskRatio"].is_string(),
             "{status}"

@@ -238,6 +238,25 @@ pub fn space(path: &Path) -> std::io::Result<(u64, u64)> {
     Ok((st.f_blocks as u64 * frsize, st.f_bfree as u64 * frsize))
 }
 
+/// (total, free, available to non-root) bytes of the file system holding `path`: Java's
+/// `File.getTotalSpace`, `getFreeSpace` and `getUsableSpace`, which RocketMQ's disk ratios use.
+pub fn space_usable(path: &Path) -> std::io::Result<(u64, u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: all-zero is a valid `statvfs` (plain integers).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid NUL-terminated path and an out-pointer to a live struct.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let frsize = st.f_frsize as u64;
+    Ok((
+        st.f_blocks as u64 * frsize,
+        st.f_bfree as u64 * frsize,
+        st.f_bavail as u64 * frsize,
+    ))
+}
+
 /// Lowers the calling thread's CPU priority by `by` nice steps (Linux: `setpriority` on the
 /// thread id affects that thread only), for background I/O work that must not take a core from
 /// the request path in bursts. Relative, so a broker started with `nice` keeps its ordering.

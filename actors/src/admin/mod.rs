@@ -811,7 +811,15 @@ async fn cluster_list(admin: &AdminClient, only: Option<&str>) -> anyhow::Result
                         get("brokerVersionDesc")
                     },
                     format!("{:.2}", first("putTps")),
-                    format!("{:.2}", first("getTransferredTps")),
+                    // 4.x brokers send `getTransferedTps`, 5.x ones `getTransferredTps`.
+                    format!(
+                        "{:.2}",
+                        if kv.contains_key("getTransferedTps") {
+                            first("getTransferedTps")
+                        } else {
+                            first("getTransferredTps")
+                        }
+                    ),
                     get("pageCacheLockTimeMills"),
                     hours,
                     get("commitLogDiskRatio"),

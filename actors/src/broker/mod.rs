@@ -19,6 +19,7 @@ pub mod pull_hold;
 pub mod registrar;
 pub mod reply;
 pub mod slave_sync;
+pub mod store_stats;
 pub mod testing;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

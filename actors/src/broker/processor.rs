@@ -202,6 +202,18 @@ impl BrokerCore {
         }
         let results = self.store.put_many(msgs).await;
         let now = Instant::now();
+        let (mut stored, mut wrote, mut failed) = (0, 0, 0);
+        for r in &results {
+            match r {
+                Ok(ok) => {
+                    stored += u64::from(ok.msg_num);
+                    wrote += ok.wrote_bytes;
+                }
+                Err(_) => failed += 1,
+            }
+        }
+        self.stats.store.record_put(stored, wrote);
+        self.stats.store.record_put_failed(failed);
         let mut sizes = Vec::new();
         for (r, (topic, start)) in runs.iter().enumerate() {
             let end = runs.get(r + 1).map_or(results.len(), |n| n.1);
@@ -323,6 +335,8 @@ pub struct Stats {
     pub put_bytes: Counter,
     pub got_msgs: Counter,
     pub got_bytes: Counter,
+    /// RocketMQ's StoreStatsService figures (GET_BROKER_RUNTIME_INFO).
+    pub store: super::store_stats::StoreStats,
     seq: AtomicU64,
 }
 
@@ -458,7 +472,7 @@ impl BrokerProcessor {
             rq::LOCK_BATCH_MQ => core.lock_batch(req),
             rq::UNLOCK_BATCH_MQ => core.unlock_batch(req),
             rq::UPDATE_AND_CREATE_TOPIC => core.create_topic(req),
-            rq::GET_BROKER_RUNTIME_INFO => Handled::Reply(core.runtime_info(&req)),
+            rq::GET_BROKER_RUNTIME_INFO => core.runtime_info(req),
             // The tables as the config files hold them (TopicConfigSerializeWrapper,
             // SubscriptionGroupWrapper): what a slave and `mqadmin` read.
             rq::GET_ALL_TOPIC_CONFIG => Handled::Reply(
@@ -821,7 +835,12 @@ impl BrokerCore {
             return later(async move {
                 let n = msgs.len() as u64;
                 let bytes: u64 = msgs.iter().map(|m| m.body.len() as u64).sum();
-                match core.store.put_producer_batch(msgs).await {
+                let put = core.store.put_producer_batch(msgs).await;
+                match &put {
+                    Ok((ok, _)) => core.stats.store.record_put(n, ok.wrote_bytes),
+                    Err(_) => core.stats.store.record_put_failed(n),
+                }
+                match put {
                     Ok((ok, offsets)) => {
                         Stats::add(&core.stats.put_msgs, n);
                         core.rates.put.add(&topic, "", n);
@@ -1012,6 +1031,7 @@ impl BrokerCore {
             hot_bytes: settings.hot_bytes,
         };
         let offset = h.queue_offset.max(0) as u64;
+        let read_at = Instant::now();
         let mut r =
             self.reader
                 .get_messages(&h.topic, h.queue_id, QueueOffset(offset), limits, &filter);
@@ -1024,6 +1044,12 @@ impl BrokerCore {
             r.queue_offsets.clear();
             r.total_bytes = 0;
         }
+        // Every read counts, a held pull's re-checks too (each is a getMessage in RocketMQ).
+        self.stats.store.record_get(
+            r.status == GetStatus::Found,
+            r.messages.len() as u64,
+            read_at.elapsed(),
+        );
         let slave = self.store.params().broker_role.is_slave();
         // RocketMQ's `nextOffsetCorrection`: a slave may be behind its master, so unless
         // `offsetCheckInSlave` it never moves a consumer's offset; the consumer keeps it and goes
@@ -1505,12 +1531,18 @@ impl BrokerCore {
             };
             // Stored with WAIT=false (above), as RocketMQ does: no flush or slave to wait for.
             match self.store.put(msg).await {
-                Ok(_) => ok(&req),
-                Err(e) => reply(
-                    &req,
-                    rc::SYSTEM_ERROR,
-                    format!("{:?}: {}", e.status, e.remark),
-                ),
+                Ok(a) => {
+                    self.stats.store.record_put(1, a.wrote_bytes);
+                    ok(&req)
+                }
+                Err(e) => {
+                    self.stats.store.record_put_failed(1);
+                    reply(
+                        &req,
+                        rc::SYSTEM_ERROR,
+                        format!("{:?}: {}", e.status, e.remark),
+                    )
+                }
             }
         })
     }
@@ -1611,120 +1643,175 @@ impl BrokerCore {
         })
     }
 
-    /// GET_BROKER_RUNTIME_INFO: the keys mqadmin `brokerStatus`/`clusterList` and the Dashboard
-    /// read; the thread-pool-queue keys come from actor mailboxes.
-    fn runtime_info(&self, req: &RemotingCommand) -> RemotingCommand {
+    /// GET_BROKER_RUNTIME_INFO: the key set RocketMQ 4.9.4 sends (AdminBrokerProcessor's
+    /// `prepareRuntimeInfo` over DefaultMessageStore's and StoreStatsService's `getRuntimeInfo`),
+    /// which mqadmin `brokerStatus`/`clusterList` and the Dashboard read, plus 5.x's
+    /// `getTransferredTps` (see `store_stats`). The thread-pool-queue keys come from actor
+    /// mailboxes; the delayed-delivery progress (`scheduleMessageOffset_<level>`) from the
+    /// schedule actor.
+    fn runtime_info(&self, req: RemotingCommand) -> Handled {
+        let t = self.runtime_table();
+        let (store, reader) = (self.store.clone(), self.reader.clone());
+        later(async move {
+            let mut t = t;
+            // "<delivered up to>,<queue max>" per level in RocketMQ's progress table
+            // (ScheduleMessageService.buildRunningStats), which holds a level once a message was
+            // delayed at it: here, a level with progress or with a schedule queue.
+            if let Some(d) = store.delay_offsets().await {
+                use actormq_core::store::schedule::SCHEDULE_TOPIC;
+                for (level, off) in &d.0 {
+                    let queue = (*level as i32).saturating_sub(1);
+                    if *off == 0 && reader.queue(SCHEDULE_TOPIC, queue).is_none() {
+                        continue;
+                    }
+                    let max = reader.max_offset(SCHEDULE_TOPIC, queue).0;
+                    t.insert(
+                        format!("scheduleMessageOffset_{level}"),
+                        format!("{off},{max}"),
+                    );
+                }
+            }
+            let body = to_json_bytes(&KvTable { table: t }).unwrap_or_default();
+            ok(&req).with_body(body)
+        })
+    }
+
+    fn runtime_table(&self) -> std::collections::BTreeMap<String, String> {
+        use super::store_stats::{human_bytes, java_disk_ratio, java_double};
         let mut t = std::collections::BTreeMap::new();
+        let mut put = |k: &str, v: String| {
+            t.insert(k.to_string(), v);
+        };
         let writer = self.store.writer().probe();
-        t.insert(
-            "brokerVersionDesc".to_string(),
+        put(
+            "brokerVersionDesc",
             self.settings.load().version_desc.clone(),
         );
-        t.insert("brokerVersion".to_string(), "401".to_string());
-        t.insert("bootTimestamp".to_string(), self.boot_ms.to_string());
-        t.insert(
-            "msgPutTotalTodayNow".to_string(),
-            self.stats.put_msgs.get().to_string(),
-        );
-        t.insert(
-            "msgGetTotalTodayNow".to_string(),
-            self.stats.got_msgs.get().to_string(),
-        );
-        t.insert("msgPutTotalYesterdayMorning".to_string(), "0".to_string());
-        t.insert("msgGetTotalYesterdayMorning".to_string(), "0".to_string());
-        t.insert("msgPutTotalTodayMorning".to_string(), "0".to_string());
-        t.insert("msgGetTotalTodayMorning".to_string(), "0".to_string());
+        put("brokerVersion", "401".to_string());
+        put("bootTimestamp", self.boot_ms.to_string());
+        put("msgPutTotalTodayNow", self.stats.put_msgs.get().to_string());
+        put("msgGetTotalTodayNow", self.stats.got_msgs.get().to_string());
+        put("msgPutTotalYesterdayMorning", "0".to_string());
+        put("msgGetTotalYesterdayMorning", "0".to_string());
+        put("msgPutTotalTodayMorning", "0".to_string());
+        put("msgGetTotalTodayMorning", "0".to_string());
         let max = self.store.max_offset().0;
-        t.insert("commitLogMaxOffset".to_string(), max.to_string());
-        t.insert(
-            "commitLogMinOffset".to_string(),
-            self.reader.commit_log().min_offset().to_string(),
+        put("commitLogMaxOffset", max.to_string());
+        // RocketMQ's CommitLog.getMinOffset: -1 while there is no CommitLog file.
+        let log = self.reader.commit_log();
+        let has_file = !log.files().is_empty();
+        put(
+            "commitLogMinOffset",
+            if has_file {
+                log.min_offset().to_string()
+            } else {
+                "-1".to_string()
+            },
         );
-        t.insert(
-            "dispatchBehindBytes".to_string(),
+        put(
+            "dispatchBehindBytes",
             max.saturating_sub(self.store.dispatched_offset().0)
                 .to_string(),
         );
-        t.insert(
-            "remainHowManyDataToFlush".to_string(),
-            max.saturating_sub(self.store.flushed_offset().0)
+        put(
+            "remainHowManyDataToFlush",
+            human_bytes(max.saturating_sub(self.store.flushed_offset().0)),
+        );
+        put("pageCacheLockTimeMills", "0".to_string());
+        // RocketMQ reports Integer.MAX_VALUE when the pool is off, and the bytes written but not
+        // committed only when it is on.
+        let pool = self.store.write_buffer_pool();
+        put(
+            "remainTransientStoreBufferNumbs",
+            pool.map_or(i32::MAX as usize, |p| p.available())
                 .to_string(),
         );
-        t.insert("pageCacheLockTimeMills".to_string(), "0".to_string());
-        // RocketMQ reports Integer.MAX_VALUE when the pool is off.
-        let remain = self
-            .store
-            .write_buffer_pool()
-            .map_or(i32::MAX as usize, |p| p.available());
-        t.insert(
-            "remainTransientStoreBufferNumbs".to_string(),
-            remain.to_string(),
-        );
-        t.insert("putTps".to_string(), self.all_rates.java_tps_string(false));
+        if pool.is_some() {
+            let committed = log.max_offset();
+            let wrote = log.max_wrote_offset();
+            put(
+                "remainHowManyDataToCommit",
+                human_bytes(wrote.saturating_sub(committed)),
+            );
+        }
+        self.stats.store.fill(&mut t);
         self.all_rates.fill_put_latency(&mut t);
-        let gets = self.all_rates.java_tps_string(true);
-        t.insert("getTransferredTps".to_string(), gets.clone());
-        t.insert("getTotalTps".to_string(), gets);
-        let earliest = self
-            .reader
-            .store_time_at(PhyOffset(self.reader.commit_log().min_offset()))
-            .unwrap_or(0);
-        t.insert("earliestMessageTimeStamp".to_string(), earliest.to_string());
-        let cl_dir = self.live.config().store.commitlog_dir();
-        if let Ok((total, free)) = crate::fsutil::space(&cl_dir) {
-            let used = total.saturating_sub(free);
-            let ratio = if total > 0 {
-                used as f64 / total as f64
-            } else {
-                0.0
-            };
-            t.insert("commitLogDiskRatio".to_string(), format!("{ratio:.4}"));
-            const GIB: f64 = (1u64 << 30) as f64;
-            t.insert(
-                "commitLogDirCapacity".to_string(),
+        let mut put = |k: &str, v: String| {
+            t.insert(k.to_string(), v);
+        };
+        // DefaultMessageStore.getEarliestMessageTime: the store time of the first record, read
+        // as a block of 2 × maxMessageSize bytes from the first file, so -1 while that file holds
+        // fewer bytes past it (and with no message stored) — what 4.9.4 reports, and mqadmin
+        // `clusterList`'s #Hour is computed from.
+        let block = 2 * u64::from(self.live.config().store.max_message_size);
+        let earliest = log
+            .files()
+            .first()
+            .filter(|f| f.readable_position() >= block)
+            .and_then(|_| self.reader.store_time_at(PhyOffset(log.min_offset())));
+        put(
+            "earliestMessageTimeStamp",
+            earliest.unwrap_or(-1).to_string(),
+        );
+        put("startAcceptSendRequestTimeStamp", "0".to_string());
+        let config = self.live.config();
+        // Each CommitLog path's ratio (RocketMQ's `commitLogDiskRatio_<path>`, -1 for a path
+        // that does not exist) and the least of them; the paths as configured.
+        let cl_dir = config.store.commitlog_dir();
+        let ratio = |p: &std::path::Path| {
+            if !p.exists() {
+                return -1.0;
+            }
+            crate::fsutil::space_usable(p).map_or(-1.0, |(t, f, a)| java_disk_ratio(t, f, a))
+        };
+        let cl_ratio = ratio(&cl_dir);
+        put(
+            &format!("commitLogDiskRatio_{}", cl_dir.display()),
+            java_double(cl_ratio),
+        );
+        put("commitLogDiskRatio", java_double(cl_ratio));
+        // The ConsumeQueues' disk (with `storePathCommitLog` elsewhere, another file system). A
+        // directory not made yet (no message stored) is measured where it will be made.
+        let cq_dir = config.store.consumequeue_dir();
+        let cq_at = cq_dir.ancestors().find(|p| p.exists()).unwrap_or(&cq_dir);
+        put("consumeQueueDiskRatio", java_double(ratio(cq_at)));
+        // RocketMQ measures the root directory: total and usable (non-root) space.
+        let root = &config.store.store_path_root_dir;
+        if let Ok((total, _, usable)) = crate::fsutil::space_usable(root) {
+            put(
+                "commitLogDirCapacity",
                 format!(
-                    "Total : {:.2} GiB, Free : {:.2} GiB.",
-                    total as f64 / GIB,
-                    free as f64 / GIB
+                    "Total : {}, Free : {}.",
+                    human_bytes(total),
+                    human_bytes(usable)
                 ),
             );
         }
-        // RocketMQ watches (and reports) the ConsumeQueues' disk too: with `storePathCommitLog`
-        // elsewhere it is a different file system. A directory not made yet (no message stored)
-        // is measured where it will be made. Both ratios are RocketMQ's (used ÷ total, counting
-        // root-reserved blocks as free); the write guard uses `df`'s stricter figure.
-        let cq_dir = self.live.config().store.consumequeue_dir();
-        let cq_at = cq_dir.ancestors().find(|p| p.exists()).unwrap_or(&cq_dir);
-        if let Ok((total, free)) = crate::fsutil::space(cq_at) {
-            let ratio = total.saturating_sub(free) as f64 / total.max(1) as f64;
-            t.insert("consumeQueueDiskRatio".to_string(), format!("{ratio:.4}"));
-        }
-        t.insert(
-            "sendThreadPoolQueueSize".to_string(),
-            writer.depth.get().to_string(),
-        );
-        t.insert(
-            "sendThreadPoolQueueCapacity".to_string(),
-            "4096".to_string(),
-        );
-        t.insert(
-            "sendThreadPoolQueueHeadWaitTimeMills".to_string(),
+        put("sendThreadPoolQueueSize", writer.depth.get().to_string());
+        put("sendThreadPoolQueueCapacity", "4096".to_string());
+        put(
+            "sendThreadPoolQueueHeadWaitTimeMills",
             (writer.last_wait_us.load(Ordering::Relaxed) / 1000).to_string(),
         );
-        t.insert(
-            "pullThreadPoolQueueSize".to_string(),
-            self.pull_hold.probe().depth.get().to_string(),
+        let pulls = self.pull_hold.probe();
+        put("pullThreadPoolQueueSize", pulls.depth.get().to_string());
+        put("pullThreadPoolQueueCapacity", "1024".to_string());
+        put(
+            "pullThreadPoolQueueHeadWaitTimeMills",
+            (pulls.last_wait_us.load(Ordering::Relaxed) / 1000).to_string(),
         );
-        t.insert(
-            "pullThreadPoolQueueCapacity".to_string(),
-            "1024".to_string(),
+        // No such queues here: queries (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID, …) are answered on the
+        // connection thread that reads them, and there is no end-transaction pool. Nothing waits,
+        // and nothing is bounded (Integer.MAX_VALUE, an unbounded Java queue's capacity).
+        put("queryThreadPoolQueueSize", "0".to_string());
+        put("queryThreadPoolQueueCapacity", i32::MAX.to_string());
+        put("queryThreadPoolQueueHeadWaitTimeMills", "0".to_string());
+        put("EndTransactionQueueSize", "0".to_string());
+        put(
+            "EndTransactionThreadPoolQueueCapacity",
+            i32::MAX.to_string(),
         );
-        t.insert(
-            "pullThreadPoolQueueHeadWaitTimeMills".to_string(),
-            (self.pull_hold.probe().last_wait_us.load(Ordering::Relaxed) / 1000).to_string(),
-        );
-        let body = to_json_bytes(&KvTable { table: t }).unwrap_or_default();
-        ok(req).with_body(body)
+        t
     }
 }
 
