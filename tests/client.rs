@@ -1097,7 +1097,9 @@ fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue()
 /// QUERY_CONSUMER_OFFSET for a group with no offset: 0 only while the queue's first message is
 /// still in memory (within accessMessageInMemoryMaxRatio of the CommitLog's end), as RocketMQ
 /// answers; otherwise QUERY_NOT_FOUND (22), so that a new group reading from the last offset is
-/// not sent back over a long, cold history. setZeroIfNotFound=false always answers 22.
+/// not sent back over a long, cold history. A queue with no message, or none at all, is 0 too
+/// (RocketMQ 4.9.4: min offset ≤ 0 and nothing "in disk"; before, 22). setZeroIfNotFound=false
+/// always answers 22.
 #[test]
 fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
     run_bounded("a_new_groups_offset_query", || async {
@@ -1107,21 +1109,32 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
                 .await
                 .expect("connect");
             let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
-            for body in ["one", "two"] {
-                let send = raw_send("Hist", "", body.as_bytes());
-                let r = invoke(send).await.expect("answered");
-                assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
-            }
-            let query = |zero: Option<&str>| {
+            let query_queue = |topic: &str, queue: &str, zero: Option<&str>| {
                 let mut c = RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
                     .with_ext("consumerGroup", "NewGroup")
-                    .with_ext("topic", "Hist")
-                    .with_ext("queueId", "0");
+                    .with_ext("topic", topic)
+                    .with_ext("queueId", queue);
                 if let Some(z) = zero {
                     c = c.with_ext("setZeroIfNotFound", z);
                 }
                 c
             };
+            // No queue at all, whatever the memory ratio: 0.
+            let r = invoke(query_queue("Hist", "0", None))
+                .await
+                .expect("answered");
+            assert_eq!(
+                (r.code, r.ext("offset")),
+                (rc::SUCCESS, Some("0")),
+                "ratio {ratio}, no queue: {:?}",
+                r.remark
+            );
+            for body in ["one", "two"] {
+                let send = raw_send("Hist", "", body.as_bytes());
+                let r = invoke(send).await.expect("answered");
+                assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            }
+            let query = |zero: Option<&str>| query_queue("Hist", "0", zero);
             // Dispatch makes the units visible shortly after the sends are answered.
             let max = || {
                 RemotingCommand::new_request(rq::GET_MAX_OFFSET)
@@ -1145,6 +1158,16 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
                 r.code,
                 rc::QUERY_NOT_FOUND,
                 "ratio {ratio}, setZeroIfNotFound=false"
+            );
+            // Another queue of the topic, never written to: 0.
+            let r = invoke(query_queue("Hist", "1", None))
+                .await
+                .expect("answered");
+            assert_eq!(
+                (r.code, r.ext("offset")),
+                (rc::SUCCESS, Some("0")),
+                "ratio {ratio}, empty queue: {:?}",
+                r.remark
             );
             stop_broker(b);
         }

@@ -1331,31 +1331,25 @@ impl BrokerCore {
                     QueryConsumerOffsetResponseHeader { offset: off }.to_ext_fields(),
                 ),
                 None => {
-                    // RocketMQ: a queue whose first message is still at offset 0 (nothing
-                    // deleted yet) and still in memory (within accessMessageInMemoryMaxRatio of
-                    // the CommitLog's end) answers 0: a new group reads the queue from its start.
-                    // Otherwise the client decides (consumeFromWhere): a new group reading from
-                    // the last offset must not be sent back over a long, cold history.
-                    // setZeroIfNotFound=false always leaves it to the client (RocketMQ 5).
-                    let (min, max) = (
-                        reader.min_offset(&h.topic, h.queue_id).0,
-                        reader.max_offset(&h.topic, h.queue_id).0,
-                    );
-                    let first_in_memory = || {
-                        reader
-                            .queue(&h.topic, h.queue_id)
-                            .and_then(|q| q.unit(QueueOffset(0)))
-                            .filter(|u| u.is_valid())
-                            .is_some_and(|u| {
-                                let end = reader.commit_log().max_offset();
-                                end.saturating_sub(u.phy_offset as u64) <= hot_bytes
-                            })
-                    };
-                    if h.set_zero_if_not_found != Some(false)
-                        && min == 0
-                        && max > 0
-                        && first_in_memory()
-                    {
+                    // RocketMQ 4.9.4 (ConsumerManageProcessor.queryConsumerOffset): 0 when the
+                    // queue's min offset is ≤ 0 (-1 for a queue that does not exist) and offset 0
+                    // is not "in disk" (DefaultMessageStore.checkInDiskByConsumeOffset: false
+                    // without the queue or without a unit at 0, else whether the CommitLog's end
+                    // is more than accessMessageInMemoryMaxRatio of memory past its record): a
+                    // new group reads a young queue from its start, an empty or unknown one from
+                    // 0. Otherwise the client decides (consumeFromWhere): a new group reading
+                    // from the last offset must not be sent back over a long, cold history.
+                    // setZeroIfNotFound=false (RocketMQ 5) always leaves it to the client.
+                    let q = reader.queue(&h.topic, h.queue_id);
+                    let min = q.as_ref().map_or(-1, |q| q.min_offset().0 as i64);
+                    let in_disk = q
+                        .filter(|q| q.min_offset().0 == 0)
+                        .and_then(|q| q.unit(QueueOffset(0)))
+                        .is_some_and(|u| {
+                            let end = reader.commit_log().max_offset() as i64;
+                            end.saturating_sub(u.phy_offset) > hot_bytes.min(i64::MAX as u64) as i64
+                        });
+                    if h.set_zero_if_not_found != Some(false) && min <= 0 && !in_disk {
                         ok(&req).with_ext_fields(
                             QueryConsumerOffsetResponseHeader { offset: 0 }.to_ext_fields(),
                         )
