@@ -196,7 +196,9 @@ pub fn push_entry(out: &mut String, name: &str, value: &str) {
     out.push(PROPERTY_SEPARATOR);
 }
 
-/// Serialises entries in the given order, trailing separator included, as Java does.
+/// Serialises entries in the given order as Java's `MessageDecoder.messageProperties2String`
+/// writes them (4.9.4): entries joined by char 2, no separator after the last one. Stored sizes
+/// depend on it, and clients show them.
 pub fn encode<K: AsRef<str>, V: AsRef<str>>(entries: &[(K, V)]) -> String {
     let cap = entries
         .iter()
@@ -206,11 +208,20 @@ pub fn encode<K: AsRef<str>, V: AsRef<str>>(entries: &[(K, V)]) -> String {
     for (k, v) in entries {
         push_entry(&mut out, k.as_ref(), v.as_ref());
     }
+    finish(out)
+}
+
+/// Drops the separator [`push_entry`] left after the last entry (Java's form, see [`encode`]).
+#[inline]
+pub fn finish(mut out: String) -> String {
+    if out.ends_with(PROPERTY_SEPARATOR) {
+        out.pop();
+    }
     out
 }
 
 /// `props` with `key` set to `value`: replaces the first occurrence in place (dropping later
-/// duplicates), or appends. Segments the parser ignores are not carried over. An empty value
+/// duplicates), or appends; written in Java's form ([`encode`]). Segments the parser ignores are not carried over. An empty value
 /// would be dropped by the parser anyway, so it removes the key.
 pub fn set(props: &str, key: &str, value: &str) -> String {
     if value.is_empty() {
@@ -229,17 +240,17 @@ pub fn set(props: &str, key: &str, value: &str) -> String {
     if !written {
         push_entry(&mut out, key, value);
     }
-    out
+    finish(out)
 }
 
 /// `props` without any entry named `key` (used e.g. to drop `DELAY` when a scheduled message is
-/// delivered). Segments the parser ignores are not carried over.
+/// delivered), in Java's form ([`encode`]). Segments the parser ignores are not carried over.
 pub fn remove(props: &str, key: &str) -> String {
     let mut out = String::with_capacity(props.len());
     for (k, v) in entries(props).filter(|(k, _)| *k != key) {
         push_entry(&mut out, k, v);
     }
-    out
+    finish(out)
 }
 
 /// The individual user keys of a `KEYS` value: split on single spaces, empties skipped.
@@ -328,25 +339,26 @@ mod tests {
 
     #[test]
     fn encode_matches_java_layout() {
+        // 4.9.4 MessageDecoder.messageProperties2String: no separator after the last entry.
         let p = encode(&[(keys::TAGS, "TagA"), (keys::KEYS, "k1 k2")]);
-        assert_eq!(p, "TAGS\u{1}TagA\u{2}KEYS\u{1}k1 k2\u{2}");
+        assert_eq!(p, "TAGS\u{1}TagA\u{2}KEYS\u{1}k1 k2");
         assert_eq!(encode::<&str, &str>(&[]), "");
     }
 
     #[test]
     fn set_and_remove() {
         let p = "A\u{1}1\u{2}DELAY\u{1}3\u{2}B\u{1}2\u{2}DELAY\u{1}4\u{2}";
-        assert_eq!(remove(p, keys::DELAY), "A\u{1}1\u{2}B\u{1}2\u{2}");
+        assert_eq!(remove(p, keys::DELAY), "A\u{1}1\u{2}B\u{1}2");
         assert_eq!(
             set(p, keys::DELAY, "9"),
-            "A\u{1}1\u{2}DELAY\u{1}9\u{2}B\u{1}2\u{2}"
+            "A\u{1}1\u{2}DELAY\u{1}9\u{2}B\u{1}2"
         );
         assert_eq!(
             set("A\u{1}1", keys::REAL_TOPIC, "T"),
-            "A\u{1}1\u{2}REAL_TOPIC\u{1}T\u{2}"
+            "A\u{1}1\u{2}REAL_TOPIC\u{1}T"
         );
         assert_eq!(set(p, "A", ""), remove(p, "A"));
-        assert_eq!(set("", "A", "1"), "A\u{1}1\u{2}");
+        assert_eq!(set("", "A", "1"), "A\u{1}1");
         assert_eq!(remove("", "A"), "");
     }
 

@@ -641,7 +641,7 @@ impl BrokerCore {
         let born_host = conn.peer;
         if h.topic.starts_with(meta::RETRY_GROUP_TOPIC_PREFIX) {
             // A consumer's own retry send (the fallback when CONSUMER_SEND_MSG_BACK fails).
-            if req.code == rq::SEND_BATCH_MESSAGE || h.batch {
+            if is_batch(&req, h.batch) {
                 return Handled::Reply(reply(
                     &req,
                     rc::SYSTEM_ERROR,
@@ -778,11 +778,8 @@ impl BrokerCore {
                 format!("queueId[{queue_id}] is illegal, topic:[{}] topicConfig.writeQueueNums:[{}] consumer:[{born_host}]", h.topic, topic.write_queue_nums),
             ));
         }
-        let stored_props = if props.cluster {
-            h.properties.to_owned()
-        } else {
-            with_property(h.properties, keys::CLUSTER, &self.settings.load().cluster)
-        };
+        let cluster = &self.settings.load().cluster;
+        let batch = is_batch(req, h.batch);
         let mut sys = h.sys_flag;
         if topic.multi_tag {
             sys |= sys_flag::MULTI_TAGS_FLAG;
@@ -802,7 +799,7 @@ impl BrokerCore {
             properties: props,
         };
         let to = ReplyTo::of(req);
-        if req.code == rq::SEND_BATCH_MESSAGE || h.batch {
+        if batch {
             let items = match decode_batch(&req.body) {
                 Ok(items) if !items.is_empty() => items,
                 Ok(_) => {
@@ -816,17 +813,15 @@ impl BrokerCore {
                     ))
                 }
             };
-            let batch_props = properties::parse(&stored_props);
+            // Each element keeps its own properties and gets the batch's after them, duplicates
+            // included (a reader's last duplicate wins), as 4.9.4's MessageExtBatchEncoder
+            // writes them: so stored sizes are Java's. The batch's keep `WAIT` and get
+            // `CLUSTER` set (SendMessageProcessor.sendBatchMessage).
+            let batch_props = properties::set(h.properties, keys::CLUSTER, cluster);
             let msgs: Vec<NewMessage> = items
                 .into_iter()
                 .map(|it| {
-                    // Element properties, then the batch-level ones (CLUSTER, WAIT...).
-                    let mut p = it.properties;
-                    for (k, v) in &batch_props {
-                        if properties::find(&p, k).is_none() {
-                            p = properties::set(&p, k, v);
-                        }
-                    }
+                    let p = with_properties(&it.properties, &batch_props);
                     make(it.body, it.flag, p)
                 })
                 .collect();
@@ -864,7 +859,11 @@ impl BrokerCore {
             });
         }
         let uniq = props.uniq.map(str::to_owned);
-        let msg = make(req.body.clone(), h.flag, stored_props);
+        let msg = make(
+            req.body.clone(),
+            h.flag,
+            props.stored(h.properties, cluster),
+        );
         let rx = SendBatcher::enqueue(self, msg, props.kind, arrived);
         let store_host = self.store_host;
         later(async move {
@@ -1835,19 +1834,30 @@ impl SendTopic {
 /// rules (last duplicate wins).
 struct SendProps<'a> {
     transaction: bool,
-    /// `CLUSTER` is already there (the broker adds its own otherwise).
+    /// `CLUSTER` is already there (the broker sets its own).
     cluster: bool,
+    /// `WAIT=true` is there (it is not stored, unless the message is delayed).
+    wait: bool,
+    /// `DELAY` holds a level above 0: the message goes to SCHEDULE_TOPIC_XXXX first.
+    delayed: bool,
     uniq: Option<&'a str>,
     kind: crate::metrics::MessageType,
 }
 
 impl<'a> SendProps<'a> {
     fn scan(props: &'a str) -> SendProps<'a> {
-        let (mut cluster, mut uniq) = (false, None);
+        let (mut cluster, mut wait, mut delayed, mut uniq) = (false, false, false, None);
         let mut kind = crate::metrics::TypeScan::default();
         for (k, v) in properties::entries(props) {
             match k {
                 keys::CLUSTER => cluster = true,
+                // Only `true` is dropped: the store reads `WAIT` from the stored properties to
+                // decide whether the append waits for the flush, and absent means true.
+                keys::WAIT => wait = v.eq_ignore_ascii_case("true"),
+                keys::DELAY => {
+                    delayed = v.parse::<i32>().is_ok_and(|level| level > 0);
+                    kind.see(k, v)
+                }
                 keys::UNIQ_KEY => uniq = Some(v),
                 _ => kind.see(k, v),
             }
@@ -1855,10 +1865,62 @@ impl<'a> SendProps<'a> {
         SendProps {
             transaction: kind.transaction(),
             cluster,
+            wait,
+            delayed,
             uniq,
             kind: kind.kind(),
         }
     }
+
+    /// The properties a single message is stored with, as 4.9.4's SendMessageProcessor stores
+    /// them: without `WAIT=true` (dropped "to save 9 bytes") and with `CLUSTER` set to this broker's cluster (Java's putProperty
+    /// replaces a client's own). A delayed message keeps `WAIT`: CommitLog re-encodes its map,
+    /// where the processor had put it back, when it moves it to SCHEDULE_TOPIC_XXXX. Java writes
+    /// the map in HashMap order; no reader can tell the order (every client parses into a map),
+    /// so the client's order is kept. One allocation either way. Unlike Java, `WAIT=false` is
+    /// kept (10 bytes): the store decides from the stored properties whether an append waits
+    /// for its flush, and without the entry it would wait.
+    fn stored(&self, props: &str, cluster: &str) -> String {
+        let drop_wait = self.wait && !self.delayed;
+        if !drop_wait && !self.cluster {
+            return with_property(props, keys::CLUSTER, cluster);
+        }
+        let mut out = String::with_capacity(props.len() + cluster.len() + 9);
+        for (k, v) in properties::entries(props) {
+            let true_wait = k == keys::WAIT && v.eq_ignore_ascii_case("true");
+            if !(true_wait && drop_wait) && k != keys::CLUSTER {
+                properties::push_entry(&mut out, k, v);
+            }
+        }
+        if !cluster.is_empty() {
+            properties::push_entry(&mut out, keys::CLUSTER, cluster);
+        }
+        properties::finish(out)
+    }
+}
+
+/// Whether a SEND's body is a batch. Apache RocketMQ 4.9.4 decides by the request code alone
+/// (SendMessageProcessor.asyncProcessRequest), so a 4.x client's SEND_MESSAGE(_V2) with
+/// `batch=true` — Apache's C++ client sends its batches so — is stored as one message whose body
+/// is the encoded batch. 5.x brokers go by the header's `batch` flag; a client announcing 5.0 or
+/// later in the command's `version` gets that.
+fn is_batch(req: &RemotingCommand, header_batch: bool) -> bool {
+    req.code == rq::SEND_BATCH_MESSAGE || (header_batch && req.version >= V5_0_0)
+}
+
+/// `MQVersion.Version.V5_0_0.ordinal()` (common/.../MQVersion.java).
+const V5_0_0: i32 = 413;
+
+/// `first` followed by `rest`, with a separator between them if `first` lacks its trailing one
+/// (4.9.4 CommitLog.MessageExtBatchEncoder: `needAppendLastPropertySeparator`).
+fn with_properties(first: &str, rest: &str) -> String {
+    let mut out = String::with_capacity(first.len() + rest.len() + 1);
+    out.push_str(first);
+    if !first.is_empty() && !rest.is_empty() && !first.ends_with(properties::PROPERTY_SEPARATOR) {
+        out.push(properties::PROPERTY_SEPARATOR);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `props` with `key=value` appended, in one allocation. Only for a key `props` does not hold:
@@ -1874,7 +1936,7 @@ fn with_property(props: &str, key: &str, value: &str) -> String {
         out.push(properties::PROPERTY_SEPARATOR);
     }
     properties::push_entry(&mut out, key, value);
-    out
+    properties::finish(out)
 }
 
 /// What a reply needs of its request, so a pending SEND does not hold the request.
@@ -1935,6 +1997,87 @@ fn send_ok_fields(
 mod tests {
     use super::*;
     use crate::metrics::MessageType;
+
+    fn props(entries: &[(&str, &str)]) -> String {
+        properties::encode(entries)
+    }
+
+    #[test]
+    fn a_single_message_is_stored_without_wait_and_with_the_brokers_cluster() {
+        // What the Java client sends, and what 4.9.4 stores (order aside): no WAIT, CLUSTER set.
+        let sent = props(&[("WAIT", "true"), ("TAGS", "A"), ("UNIQ_KEY", "U1")]);
+        let stored = SendProps::scan(&sent).stored(&sent, "DefaultCluster");
+        assert_eq!(
+            stored,
+            props(&[
+                ("TAGS", "A"),
+                ("UNIQ_KEY", "U1"),
+                ("CLUSTER", "DefaultCluster")
+            ])
+        );
+        // A client's own CLUSTER is replaced, as Java's putProperty replaces it.
+        let sent = props(&[("CLUSTER", "theirs"), ("TAGS", "A")]);
+        let stored = SendProps::scan(&sent).stored(&sent, "ours");
+        assert_eq!(stored, props(&[("TAGS", "A"), ("CLUSTER", "ours")]));
+        // WAIT=false stays: the store reads it to answer without waiting for the flush.
+        let sent = props(&[("WAIT", "false"), ("TAGS", "A")]);
+        let stored = SendProps::scan(&sent).stored(&sent, "c");
+        assert_eq!(
+            stored,
+            props(&[("WAIT", "false"), ("TAGS", "A"), ("CLUSTER", "c")])
+        );
+        assert!(!properties::wait_store_msg_ok(&stored));
+        // Without WAIT or CLUSTER the client's bytes are kept as they are.
+        let sent = props(&[("TAGS", "A")]);
+        assert_eq!(
+            SendProps::scan(&sent).stored(&sent, "c"),
+            props(&[("TAGS", "A"), ("CLUSTER", "c")])
+        );
+    }
+
+    #[test]
+    fn a_delayed_message_keeps_wait_as_4_9_4_stores_it() {
+        let sent = props(&[("WAIT", "true"), ("DELAY", "3")]);
+        let stored = SendProps::scan(&sent).stored(&sent, "c");
+        assert_eq!(
+            stored,
+            props(&[("WAIT", "true"), ("DELAY", "3"), ("CLUSTER", "c")])
+        );
+        // Level 0 is no delay: WAIT goes.
+        let sent = props(&[("WAIT", "true"), ("DELAY", "0")]);
+        let stored = SendProps::scan(&sent).stored(&sent, "c");
+        assert_eq!(stored, props(&[("DELAY", "0"), ("CLUSTER", "c")]));
+    }
+
+    #[test]
+    fn batch_elements_get_the_batch_properties_appended_duplicates_included() {
+        // Both as Java's clients and broker write them: no separator after the last entry.
+        let batch = props(&[("WAIT", "true"), ("CLUSTER", "c")]);
+        let element = props(&[("WAIT", "true"), ("TAGS", "C")]);
+        assert_eq!(
+            with_properties(&element, &batch),
+            format!("{element}\u{2}{batch}")
+        );
+        // An element that ends in a separator gets no second one.
+        assert_eq!(
+            with_properties("TAGS\u{1}C\u{2}", &batch),
+            format!("TAGS\u{1}C\u{2}{batch}")
+        );
+        assert_eq!(with_properties("", &batch), batch);
+    }
+
+    #[test]
+    fn a_batch_is_told_by_its_request_code_unless_a_5_x_client_flags_it() {
+        let mut req = RemotingCommand::new_request(rq::SEND_MESSAGE_V2);
+        req.version = 401; // V4_9_4: Apache's C++ client and 4.x clients
+        assert!(!is_batch(&req, true));
+        req.version = V5_0_0;
+        assert!(is_batch(&req, true));
+        assert!(!is_batch(&req, false));
+        req.code = rq::SEND_BATCH_MESSAGE;
+        req.version = 401;
+        assert!(is_batch(&req, false));
+    }
 
     #[test]
     fn pull_batches_are_judged_against_the_machines_memory_or_its_containers_limit() {
