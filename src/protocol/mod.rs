@@ -8,6 +8,7 @@
 //! * [`header`] — typed request/response headers (SEND V1/V2, PULL, offsets, routes, …).
 //! * [`body`] — JSON bodies (heartbeat, route data, broker registration, …) and
 //!   [`parse_java_json`] for fastjson's unquoted integer keys.
+//! * [`faq`] — RocketMQ's `FAQUrl.suggestTodo` suffix on remarks.
 //! * [`fastjson`] — fastjson's leniencies when reading bodies and its bare integer keys when
 //!   writing them.
 //! * [`batch`] — the SEND_BATCH_MESSAGE body.
@@ -25,6 +26,7 @@ pub mod body;
 pub mod codec;
 pub mod codes;
 pub mod command;
+pub mod faq;
 pub mod fastjson;
 pub mod ha;
 pub mod header;
