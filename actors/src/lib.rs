@@ -10,7 +10,8 @@
 //! * [`broker`] — broker start/stop, request processing, metadata, client registry, long polling,
 //!   name-server registration, and `TestBroker` for end-to-end tests.
 //! * [`ha`] — master/slave replication: the master's HA port, the slave's client.
-//! * [`namesrv`] — the name server's route registry and request processing.
+//! * [`namesrv`] — the name server's route registry and request processing; [`namesrv_config`]
+//!   its configuration table, [`namesrv_kv`] its KV config table (`kvConfig.json`).
 //! * [`admin`] — `actormq admin`: mqadmin's commands over the wire (tables or `--json`).
 //! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`.
 
@@ -24,5 +25,6 @@ pub mod metered;
 pub mod metrics;
 pub mod namesrv;
 pub mod namesrv_config;
+pub mod namesrv_kv;
 pub mod remoting;
 pub mod store;

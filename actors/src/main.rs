@@ -61,9 +61,14 @@ enum Command {
     },
     /// Run a standalone name server until SIGINT/SIGTERM.
     Namesrv {
-        /// Address to listen on.
-        #[arg(long, default_value = "0.0.0.0:9876")]
-        listen: std::net::SocketAddr,
+        /// Address to listen on (default `0.0.0.0:<listenPort>`: the `-c` file's, else 9876).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// A RocketMQ name server config file (Java properties: `kvConfigPath`,
+        /// `orderMessageEnable`, `listenPort`, …), as `mqnamesrv -c`; updates are written back to
+        /// it.
+        #[arg(short = 'c', long = "configFile")]
+        config: Option<PathBuf>,
     },
     /// Administer a cluster: mqadmin's commands (clusterList, topicStatus, consumerProgress, …).
     Admin(actormq::admin::AdminArgs),
@@ -147,7 +152,7 @@ fn main() -> anyhow::Result<()> {
             print_consume_report(&args, &report);
             Ok(())
         }
-        Command::Namesrv { listen } => run_namesrv(listen),
+        Command::Namesrv { listen, config } => run_namesrv(listen, config),
         Command::Admin(args) => {
             // An admin error is for a person: one line, no backtrace, exit status 1.
             if let Err(e) = client_runtime(cores())?.block_on(actormq::admin::run(args)) {
@@ -214,14 +219,39 @@ impl StopSignals {
     }
 }
 
-fn run_namesrv(listen: std::net::SocketAddr) -> anyhow::Result<()> {
-    use actormq::namesrv::{start_namesrv, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
+fn run_namesrv(
+    listen: Option<std::net::SocketAddr>,
+    config_file: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use actormq::namesrv::{start_namesrv, NamesrvOptions};
+    let opts = NamesrvOptions {
+        config_file,
+        ..NamesrvOptions::default()
+    };
+    // As RocketMQ's NamesrvStartup: the port is the file's `listenPort` (default 9876).
+    let listen = match listen {
+        Some(l) => l,
+        None => {
+            let mut file = actormq::namesrv_config::NamesrvConfig::new(9876);
+            if let Some(path) = &opts.config_file {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    anyhow::anyhow!("cannot read the name server config {}: {e}", path.display())
+                })?;
+                file.update(&text);
+            }
+            let port = file
+                .get("listenPort")
+                .and_then(|p| p.parse::<u16>().ok())
+                .unwrap_or(9876);
+            std::net::SocketAddr::from(([0, 0, 0, 0], port))
+        }
+    };
     actix_rt::System::new().block_on(async move {
         let mut signals = StopSignals::install()?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
-        let ns = start_namesrv(listener, DEFAULT_SCAN_INTERVAL, DEFAULT_BROKER_EXPIRY).await;
+        let ns = start_namesrv(listener, opts).await?;
         systemd_notify(&[
             sd_notify::NotifyState::Ready,
             sd_notify::NotifyState::Status(&format!("name server on {}", ns.local_addr)),

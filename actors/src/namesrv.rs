@@ -5,17 +5,22 @@
 //!   `RouteInfoManager`: clusterAddrTable (cluster → broker names), brokerAddrTable (broker name →
 //!   cluster, name, broker id → address), topicQueueTable (topic → broker name → [`QueueData`])
 //!   and brokerLiveTable (broker address → last registration, dataVersion, HA address, the
-//!   connection it registered through). In: [`RegisterBroker`], [`UnregisterBroker`],
-//!   [`RegisterTopic`], [`ConnectionClosed`], [`GetRoute`], [`GetClusterInfo`],
-//!   [`GetAllTopics`], [`DeleteTopic`], and its own scan tick. Out: replies only — it never sends
-//!   anything.
-//! * [`NamesrvProcessor`] maps remoting requests (103, 104, 105, 106, 205, 206, 216, 217, 327;
-//!   318 and 319 from its [`crate::namesrv_config`] table; everything else ⇒
-//!   REQUEST_CODE_NOT_SUPPORTED) onto those messages. It decodes and validates on the
-//!   connection's thread and hands the registry already-parsed values, so the registry's handlers
-//!   are pure table updates.
-//! * [`start_namesrv`] wires both onto the current actix system; [`NamesrvHandle`] is what the
-//!   caller keeps.
+//!   connection it registered through). Beside them it owns what configures and extends routes:
+//!   the name server's configuration ([`crate::namesrv_config`]) and RocketMQ's KV config table
+//!   ([`crate::namesrv_kv`], whose ORDER_TOPIC_CONFIG namespace gives a route its
+//!   `orderTopicConf` when `orderMessageEnable` is on, as 4.9.4's `getRouteInfoByTopic`). In:
+//!   [`RegisterBroker`], [`UnregisterBroker`], [`RegisterTopic`], [`ConnectionClosed`],
+//!   [`GetRoute`], [`GetClusterInfo`], [`GetAllTopics`], [`DeleteTopic`], [`SetWritePerm`],
+//!   [`PutKvConfig`], [`GetKvConfig`], [`DeleteKvConfig`], [`GetKvList`], [`NamesrvConfigRequest`],
+//!   and its own scan tick. Out: replies only — it never sends anything. Its only blocking work
+//!   is writing `kvConfig.json` after a KV change and the configuration after an update (rare
+//!   admin requests; RocketMQ writes them under its lock the same way).
+//! * [`NamesrvProcessor`] maps remoting requests (100, 101, 102, 103, 104, 105, 106, 205, 206,
+//!   216, 217, 219, 318, 319, 327; everything else ⇒ REQUEST_CODE_NOT_SUPPORTED) onto those
+//!   messages. It decodes and validates on the connection's thread and hands the registry
+//!   already-parsed values, so the registry's handlers are table updates.
+//! * [`start_namesrv`] loads the KV table and wires both onto the current actix system;
+//!   [`NamesrvHandle`] is what the caller keeps.
 //!
 //! Invariants of the tables:
 //! * An address appears under at most one broker id of its broker name: registering it under a
@@ -32,6 +37,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -39,11 +45,12 @@ use actix::prelude::*;
 use actormq_core::format::record::body_crc;
 use actormq_core::protocol::body::{
     parse_java_json, to_json_bytes, to_standard_json_bytes, BrokerData, ClusterInfo, DataVersion,
-    QueueData, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicList,
+    KvTable, QueueData, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicList,
     TopicRouteData, MASTER_ID,
 };
 use actormq_core::protocol::codes::{request_code, response_code};
 use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::faq;
 use actormq_core::protocol::header::{
     DeleteTopicFromNamesrvRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
@@ -51,6 +58,8 @@ use actormq_core::protocol::header::{
 use serde::Serialize;
 
 use crate::metered::{start_on, ActorRef, Metered, Reply, Serve, Service};
+use crate::namesrv_config::NamesrvConfig;
+use crate::namesrv_kv::{KvConfigTable, NAMESPACE_ORDER_TOPIC_CONFIG};
 use crate::remoting::server::{serve, ConnInfo, Handled, Processor};
 
 /// RocketMQ's `scanNotActiveBrokerInterval` (5.x).
@@ -69,11 +78,14 @@ pub struct RegisterBroker {
     pub conn_id: Option<u64>,
 }
 
-/// What a registering broker learns: for a slave, its live master's HA address and address.
+/// What a registering broker learns: for a slave, its live master's HA address and address;
+/// for every broker, the KV table's ORDER_TOPIC_CONFIG namespace (`None` if never made), which
+/// 4.9.4 sends as the REGISTER_BROKER response body (`DefaultRequestProcessor.registerBroker*`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegisterBrokerResult {
     pub ha_server_addr: Option<String>,
     pub master_addr: Option<String>,
+    pub order_topic_config: Option<BTreeMap<String, String>>,
 }
 
 impl Message for RegisterBroker {
@@ -104,7 +116,8 @@ impl Message for ConnectionClosed {
     type Result = ();
 }
 
-/// The route of a topic, `None` when no live broker serves it.
+/// The route of a topic, `None` when no live broker serves it. With `orderMessageEnable` on, it
+/// carries the topic's `orderTopicConf` from the KV table.
 pub struct GetRoute(pub String);
 impl Message for GetRoute {
     type Result = Option<TopicRouteData>;
@@ -144,6 +157,53 @@ impl Message for GetAllTopics {
     type Result = Vec<String>;
 }
 
+/// PUT_KV_CONFIG: set a key (the table is then written to `kvConfigPath`). `Err` is a remark: the
+/// value is set in memory but the file could not be written.
+pub struct PutKvConfig {
+    pub namespace: String,
+    pub key: String,
+    pub value: String,
+}
+impl Message for PutKvConfig {
+    type Result = Result<(), String>;
+}
+
+/// GET_KV_CONFIG: a key's value, `None` if the namespace or key does not exist.
+pub struct GetKvConfig {
+    pub namespace: String,
+    pub key: String,
+}
+impl Message for GetKvConfig {
+    type Result = Option<String>;
+}
+
+/// DELETE_KV_CONFIG: remove a key (the table is then written when something went). `Err` as
+/// for [`PutKvConfig`].
+pub struct DeleteKvConfig {
+    pub namespace: String,
+    pub key: String,
+}
+impl Message for DeleteKvConfig {
+    type Result = Result<(), String>;
+}
+
+/// GET_KVLIST_BY_NAMESPACE: every key of a namespace, `None` if it was never made.
+pub struct GetKvList(pub String);
+impl Message for GetKvList {
+    type Result = Option<BTreeMap<String, String>>;
+}
+
+/// GET_NAMESRV_CONFIG (`update: false`) or UPDATE_NAMESRV_CONFIG (`update: true`), answered
+/// by the registry's [`NamesrvConfig`]; `peer` is who asked, for the log.
+pub struct NamesrvConfigRequest {
+    pub req: RemotingCommand,
+    pub peer: String,
+    pub update: bool,
+}
+impl Message for NamesrvConfigRequest {
+    type Result = RemotingCommand;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The registry
 
@@ -169,13 +229,35 @@ pub struct RouteRegistry {
     broker_live_table: HashMap<String, BrokerLive>,
     scan_interval: Duration,
     expiry: Duration,
+    /// GET/UPDATE_NAMESRV_CONFIG's table; `kvConfigPath` and `orderMessageEnable` are read from
+    /// it at each use, so an update applies at once (RocketMQ reads its config object the same
+    /// way).
+    config: NamesrvConfig,
+    /// The KV config table, written to `config`'s `kvConfigPath` after each change.
+    kv: KvConfigTable,
 }
 
 impl RouteRegistry {
     /// `expiry`: a broker not registered again within it is removed; checked every
     /// `scan_interval` (RocketMQ: 120 s and 5 s, [`DEFAULT_BROKER_EXPIRY`],
-    /// [`DEFAULT_SCAN_INTERVAL`]).
+    /// [`DEFAULT_SCAN_INTERVAL`]). The configuration is the default one (files under `$HOME`)
+    /// and the KV table starts empty; [`RouteRegistry::with_config`] gives both.
     pub fn new(scan_interval: Duration, expiry: Duration) -> Self {
+        Self::with_config(
+            scan_interval,
+            expiry,
+            NamesrvConfig::new(0),
+            KvConfigTable::default(),
+        )
+    }
+
+    /// A registry with its configuration and the KV table loaded from `kvConfigPath`.
+    pub fn with_config(
+        scan_interval: Duration,
+        expiry: Duration,
+        config: NamesrvConfig,
+        kv: KvConfigTable,
+    ) -> Self {
         RouteRegistry {
             cluster_addr_table: BTreeMap::new(),
             broker_addr_table: BTreeMap::new(),
@@ -183,7 +265,21 @@ impl RouteRegistry {
             broker_live_table: HashMap::new(),
             scan_interval,
             expiry,
+            config,
+            kv,
         }
+    }
+
+    /// Writes the KV table after a change; the remark for the reply if that fails.
+    fn persist_kv(&self) -> Result<(), String> {
+        let path = self.config.kv_config_path();
+        self.kv.persist(&path).map_err(|e| {
+            tracing::error!(file = %path.display(), error = %e, "cannot persist the KV config table");
+            format!(
+                "the KV config was changed in memory but cannot be written to {}: {e}",
+                path.display()
+            )
+        })
     }
 
     fn register_broker(&mut self, msg: RegisterBroker, now: Instant) -> RegisterBrokerResult {
@@ -244,7 +340,10 @@ impl RouteRegistry {
             },
         );
 
-        let mut result = RegisterBrokerResult::default();
+        let mut result = RegisterBrokerResult {
+            order_topic_config: self.kv.list(NAMESPACE_ORDER_TOPIC_CONFIG).cloned(),
+            ..RegisterBrokerResult::default()
+        };
         if header.broker_id != MASTER_ID {
             let master = self
                 .broker_addr_table
@@ -390,9 +489,17 @@ impl RouteRegistry {
         if broker_datas.is_empty() {
             return None;
         }
+        let order_topic_conf = if self.config.order_message_enable() {
+            self.kv
+                .get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+                .map(str::to_owned)
+        } else {
+            None
+        };
         Some(TopicRouteData {
             queue_datas: queues.values().cloned().collect(),
             broker_datas,
+            order_topic_conf,
             ..TopicRouteData::default()
         })
     }
@@ -531,28 +638,65 @@ impl Serve<GetAllTopics> for RouteRegistry {
     }
 }
 
+impl Serve<PutKvConfig> for RouteRegistry {
+    type Reply = Reply<PutKvConfig>;
+    fn serve(&mut self, m: PutKvConfig, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let prev = self.kv.put(&m.namespace, &m.key, &m.value);
+        tracing::info!(namespace = %m.namespace, key = %m.key, value = %m.value,
+            new = prev.is_none(), "KV config item set");
+        MessageResult(self.persist_kv())
+    }
+}
+
+impl Serve<GetKvConfig> for RouteRegistry {
+    type Reply = Reply<GetKvConfig>;
+    fn serve(&mut self, m: GetKvConfig, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(self.kv.get(&m.namespace, &m.key).map(str::to_owned))
+    }
+}
+
+impl Serve<DeleteKvConfig> for RouteRegistry {
+    type Reply = Reply<DeleteKvConfig>;
+    fn serve(&mut self, m: DeleteKvConfig, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        match self.kv.delete(&m.namespace, &m.key) {
+            Some(value) => {
+                tracing::info!(namespace = %m.namespace, key = %m.key, %value, "KV config item deleted");
+                MessageResult(self.persist_kv())
+            }
+            None => MessageResult(Ok(())),
+        }
+    }
+}
+
+impl Serve<GetKvList> for RouteRegistry {
+    type Reply = Reply<GetKvList>;
+    fn serve(&mut self, m: GetKvList, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(self.kv.list(&m.0).cloned())
+    }
+}
+
+impl Serve<NamesrvConfigRequest> for RouteRegistry {
+    type Reply = Reply<NamesrvConfigRequest>;
+    fn serve(&mut self, m: NamesrvConfigRequest, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(if m.update {
+            self.config.update_config(&m.req, &m.peer)
+        } else {
+            self.config.get_config(&m.req)
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The request processor
 
 /// Serves the name server's request codes over a remoting listener.
 pub struct NamesrvProcessor {
     registry: ActorRef<RouteRegistry>,
-    /// GET/UPDATE_NAMESRV_CONFIG's table: the processor serves every connection on one thread,
-    /// so a `RefCell` it alone touches.
-    config: std::cell::RefCell<crate::namesrv_config::NamesrvConfig>,
 }
 
 impl NamesrvProcessor {
     pub fn new(registry: ActorRef<RouteRegistry>) -> Self {
-        Self::with_port(registry, 0)
-    }
-
-    /// A processor whose GET_NAMESRV_CONFIG names `listen_port`.
-    pub fn with_port(registry: ActorRef<RouteRegistry>, listen_port: u16) -> Self {
-        NamesrvProcessor {
-            registry,
-            config: crate::namesrv_config::NamesrvConfig::new(listen_port).into(),
-        }
+        NamesrvProcessor { registry }
     }
 
     /// Sends `msg` to the registry now and builds the response from its reply later.
@@ -615,14 +759,74 @@ impl NamesrvProcessor {
             conn_id: Some(conn.id),
         };
         self.ask(req, msg, |result, resp| {
-            resp.with_ext_fields(
+            let resp = resp.with_ext_fields(
                 RegisterBrokerResponseHeader {
                     ha_server_addr: result.ha_server_addr,
                     master_addr: result.master_addr,
                 }
                 .to_ext_fields(),
-            )
+            );
+            match result.order_topic_config {
+                Some(table) => with_json(resp, &KvTable { table }),
+                None => resp,
+            }
         })
+    }
+
+    /// PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG and GET_KVLIST_BY_NAMESPACE, as 4.9.4's
+    /// `DefaultRequestProcessor` answers them: a missing header field is SYSTEM_ERROR (its
+    /// `@CFNotNull`), an absent item QUERY_NOT_FOUND with 4.9.4's remark.
+    fn kv_config(&self, req: &RemotingCommand) -> Handled {
+        let namespace = match req.require_str("namespace") {
+            Ok(n) => n.to_owned(),
+            Err(e) => return system_error(req, e.to_string()),
+        };
+        if req.code == request_code::GET_KVLIST_BY_NAMESPACE {
+            return self.ask(
+                req,
+                GetKvList(namespace.clone()),
+                move |table, resp| match table {
+                    Some(table) => with_json(resp, &KvTable { table }),
+                    None => not_found(resp, format!("No config item, Namespace: {namespace}")),
+                },
+            );
+        }
+        let key = match req.require_str("key") {
+            Ok(k) => k.to_owned(),
+            Err(e) => return system_error(req, e.to_string()),
+        };
+        let done = |result: Result<(), String>, resp: RemotingCommand| match result {
+            Ok(()) => resp,
+            Err(remark) => error_from(resp, remark),
+        };
+        match req.code {
+            request_code::PUT_KV_CONFIG => {
+                let value = match req.require_str("value") {
+                    Ok(v) => v.to_owned(),
+                    Err(e) => return system_error(req, e.to_string()),
+                };
+                let msg = PutKvConfig {
+                    namespace,
+                    key,
+                    value,
+                };
+                self.ask(req, msg, done)
+            }
+            request_code::GET_KV_CONFIG => {
+                let msg = GetKvConfig {
+                    namespace: namespace.clone(),
+                    key: key.clone(),
+                };
+                self.ask(req, msg, move |value, resp| match value {
+                    Some(value) => resp.with_ext("value", value),
+                    None => not_found(
+                        resp,
+                        format!("No config item, Namespace: {namespace} Key: {key}"),
+                    ),
+                })
+            }
+            _ => self.ask(req, DeleteKvConfig { namespace, key }, done),
+        }
     }
 
     fn register_topic(&self, req: &RemotingCommand, conn: &ConnInfo) -> Handled {
@@ -687,6 +891,12 @@ fn error_from(template: RemotingCommand, remark: String) -> RemotingCommand {
     resp
 }
 
+fn not_found(template: RemotingCommand, remark: String) -> RemotingCommand {
+    let mut resp = template.with_remark(remark);
+    resp.code = response_code::QUERY_NOT_FOUND;
+    resp
+}
+
 fn system_error(req: &RemotingCommand, remark: String) -> Handled {
     Handled::Reply(RemotingCommand::response_to(
         req,
@@ -736,7 +946,8 @@ impl Processor for NamesrvProcessor {
                         Some(route) => with_json(resp, &route),
                         None => {
                             let mut resp = resp.with_remark(format!(
-                                "No topic route info in name server for the topic: {topic}"
+                                "No topic route info in name server for the topic: {topic}{}",
+                                faq::suggest_todo(faq::APPLY_TOPIC_URL)
                             ));
                             resp.code = response_code::TOPIC_NOT_EXIST;
                             resp
@@ -792,14 +1003,18 @@ impl Processor for NamesrvProcessor {
                     move |n, resp| resp.with_ext(field, n.to_string()),
                 )
             }
-            request_code::GET_NAMESRV_CONFIG => {
-                Handled::Reply(self.config.borrow().get_config(&req))
+            code @ (request_code::GET_NAMESRV_CONFIG | request_code::UPDATE_NAMESRV_CONFIG) => {
+                let msg = NamesrvConfigRequest {
+                    req: req.clone(),
+                    peer: conn.peer.to_string(),
+                    update: code == request_code::UPDATE_NAMESRV_CONFIG,
+                };
+                self.ask(&req, msg, |answer, _| answer)
             }
-            request_code::UPDATE_NAMESRV_CONFIG => Handled::Reply(
-                self.config
-                    .borrow_mut()
-                    .update_config(&req, &conn.peer.to_string()),
-            ),
+            request_code::PUT_KV_CONFIG
+            | request_code::GET_KV_CONFIG
+            | request_code::DELETE_KV_CONFIG
+            | request_code::GET_KVLIST_BY_NAMESPACE => self.kv_config(&req),
             code => Handled::Reply(RemotingCommand::response_to(
                 &req,
                 response_code::REQUEST_CODE_NOT_SUPPORTED,
@@ -856,30 +1071,76 @@ impl NamesrvHandle {
     }
 }
 
-/// Starts a name server on the current actix system: the [`RouteRegistry`] on the current
-/// arbiter (its handlers are map updates, nothing blocks) and the accept loop on `listener`.
-///
-/// Panics if `listener` has no local address, which a bound listener always has.
+/// How a name server is started: RocketMQ's expiry timings and where its files are.
+#[derive(Clone, Debug)]
+pub struct NamesrvOptions {
+    /// How often expired brokers are looked for ([`DEFAULT_SCAN_INTERVAL`]).
+    pub scan_interval: Duration,
+    /// A broker not registered again within it is removed ([`DEFAULT_BROKER_EXPIRY`]).
+    pub expiry: Duration,
+    /// RocketMQ's `${user.home}`: `kvConfigPath` and `configStorePath` default to
+    /// `<home>/namesrv/kvConfig.json` and `<home>/namesrv/namesrv.properties`. `None`: `$HOME`.
+    pub home: Option<PathBuf>,
+    /// A RocketMQ name server `-c` file (Java properties): its keys are applied over the
+    /// defaults and it becomes `configStorePath`, as `NamesrvStartup` does.
+    pub config_file: Option<PathBuf>,
+}
+
+impl Default for NamesrvOptions {
+    fn default() -> Self {
+        NamesrvOptions {
+            scan_interval: DEFAULT_SCAN_INTERVAL,
+            expiry: DEFAULT_BROKER_EXPIRY,
+            home: None,
+            config_file: None,
+        }
+    }
+}
+
+/// The configuration a name server listening on `listen_port` starts with under `opts`.
+pub fn namesrv_config(opts: &NamesrvOptions, listen_port: u16) -> anyhow::Result<NamesrvConfig> {
+    let mut config = match &opts.home {
+        Some(home) => NamesrvConfig::with_home(listen_port, home),
+        None => NamesrvConfig::new(listen_port),
+    };
+    if let Some(file) = &opts.config_file {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            anyhow::anyhow!("cannot read the name server config {}: {e}", file.display())
+        })?;
+        config.update(&text);
+        config.set("configStorePath", &file.display().to_string());
+    }
+    // What the name server really listens on, whatever the file said.
+    config.set("listenPort", &listen_port.to_string());
+    Ok(config)
+}
+
+/// Starts a name server on the current actix system: its configuration from `opts`, the KV
+/// table loaded from `kvConfigPath`, the [`RouteRegistry`] on the current arbiter (its handlers
+/// are map updates, and a file write after a KV change or a configuration update) and the
+/// accept loop on `listener`. Fails, before listening, on an unreadable `-c` file or a KV file
+/// that neither it nor its `.bak` can be read from.
 pub async fn start_namesrv(
     listener: tokio::net::TcpListener,
-    scan_interval: Duration,
-    expiry: Duration,
-) -> NamesrvHandle {
-    let local_addr = listener
-        .local_addr()
-        .expect("a bound listener has a local address");
-    let registry = start_on(None, RouteRegistry::new(scan_interval, expiry));
-    let processor: Rc<dyn Processor> = Rc::new(NamesrvProcessor::with_port(
-        registry.clone(),
-        local_addr.port(),
-    ));
+    opts: NamesrvOptions,
+) -> anyhow::Result<NamesrvHandle> {
+    let local_addr = listener.local_addr()?;
+    let config = namesrv_config(&opts, local_addr.port())?;
+    let kv_path = config.kv_config_path();
+    let kv = KvConfigTable::load(&kv_path)
+        .map_err(|e| anyhow::anyhow!("cannot load the KV config table: {e}"))?;
+    let registry = start_on(
+        None,
+        RouteRegistry::with_config(opts.scan_interval, opts.expiry, config, kv),
+    );
+    let processor: Rc<dyn Processor> = Rc::new(NamesrvProcessor::new(registry.clone()));
     let accept = actix_rt::spawn(serve(listener, processor)).abort_handle();
-    tracing::info!(addr = %local_addr, "name server listening");
-    NamesrvHandle {
+    tracing::info!(addr = %local_addr, kv_config = %kv_path.display(), "name server listening");
+    Ok(NamesrvHandle {
         local_addr,
         registry,
         accept,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -5,15 +5,22 @@
 //!
 //! Owns [`NamesrvConfig`]: the keys of RocketMQ's `NamesrvConfig` and `NettyServerConfig` with
 //! ActorMQ's real values where it has them (`listenPort`, the one thread that serves every
-//! connection, the accept backlog) and RocketMQ's defaults for the rest, which ActorMQ's
-//! name server has no use for. It lives in the name server's processor (one per name server,
-//! on the thread that serves its connections); no other actor reads it.
+//! connection, the accept backlog) and RocketMQ's defaults for the rest. Three keys are what the
+//! name server really uses: `kvConfigPath` (where [`crate::namesrv_kv`] keeps the KV table,
+//! default `${HOME}/namesrv/kvConfig.json`), `orderMessageEnable` (routes carry the topic's
+//! `orderTopicConf`) and `configStorePath` (where an update is written, default
+//! `${HOME}/namesrv/namesrv.properties`; `actormq namesrv -c <file>` makes it that file, as
+//! RocketMQ's `NamesrvStartup -c` does). It lives in the name server's
+//! [`crate::namesrv::RouteRegistry`] actor, beside the routes and the KV table it configures.
 //!
 //! Invariants: like RocketMQ's `Configuration.update`, an update changes only keys that exist
 //! (others are ignored, and the reply is still SUCCESS); a value that does not parse as the
-//! key's type leaves the old value (RocketMQ's `properties2Object` skips it the same way).
-//! Updates are kept in memory only: none of these keys changes how ActorMQ's name server
-//! behaves, and RocketMQ's own write-back goes to its `-c` file, which ActorMQ does not have.
+//! key's type leaves the old value (RocketMQ's `properties2Object` skips it the same way). An
+//! update takes effect at once (the next route, the next KV write) and, as RocketMQ's
+//! `Configuration.persist`, the whole table is then written to `configStorePath` (previous
+//! version kept as `.bak`); a failed write is SYSTEM_ERROR naming the file.
+
+use std::path::{Path, PathBuf};
 
 use actormq_core::protocol::codes::response_code;
 use actormq_core::protocol::command::RemotingCommand;
@@ -32,9 +39,18 @@ pub struct NamesrvConfig {
 }
 
 impl NamesrvConfig {
-    /// The table of a name server listening on `listen_port`.
+    /// The table of a name server listening on `listen_port`, its files under `$HOME/namesrv`
+    /// (RocketMQ: `${user.home}/namesrv`).
     pub fn new(listen_port: u16) -> Self {
         let home = std::env::var("HOME").unwrap_or_default();
+        Self::with_home(listen_port, Path::new(&home))
+    }
+
+    /// The table of a name server listening on `listen_port` whose `${user.home}` is `home`:
+    /// `kvConfigPath` is `<home>/namesrv/kvConfig.json`, `configStorePath`
+    /// `<home>/namesrv/namesrv.properties`.
+    pub fn with_home(listen_port: u16, home: &Path) -> Self {
+        let home = home.display().to_string();
         let int = |v: i64| (Kind::Int, v.to_string());
         let boolean = |v: bool| (Kind::Bool, v.to_string());
         let text = |v: String| (Kind::Text, v);
@@ -86,6 +102,29 @@ impl NamesrvConfig {
             .collect()
     }
 
+    /// `kvConfigPath`: the KV table's file.
+    pub fn kv_config_path(&self) -> PathBuf {
+        PathBuf::from(self.get("kvConfigPath").unwrap_or_default())
+    }
+
+    /// `configStorePath`: where an update writes the table.
+    pub fn config_store_path(&self) -> PathBuf {
+        PathBuf::from(self.get("configStorePath").unwrap_or_default())
+    }
+
+    /// `orderMessageEnable`: routes carry `orderTopicConf` from the KV table.
+    pub fn order_message_enable(&self) -> bool {
+        self.get("orderMessageEnable") == Some("true")
+    }
+
+    /// Sets a key the name server itself decides (its real port, the `-c` file as
+    /// `configStorePath`), whatever a file said.
+    pub fn set(&mut self, key: &str, value: &str) {
+        if let Some((_, (_, slot))) = self.values.iter_mut().find(|(k, _)| *k == key) {
+            *slot = value.to_owned();
+        }
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
         self.values
             .iter()
@@ -125,7 +164,7 @@ impl NamesrvConfig {
     }
 
     /// Answers UPDATE_NAMESRV_CONFIG: SUCCESS (also with no body, as RocketMQ); a body that is
-    /// not UTF-8 is SYSTEM_ERROR.
+    /// not UTF-8, or a table that cannot be written to `configStorePath`, is SYSTEM_ERROR.
     pub fn update_config(&mut self, req: &RemotingCommand, peer: &str) -> RemotingCommand {
         if !req.body.is_empty() {
             let Ok(text) = std::str::from_utf8(&req.body) else {
@@ -137,6 +176,21 @@ impl NamesrvConfig {
             };
             let changed = self.update(text);
             tracing::info!(caller = %peer, ?changed, "name server configuration updated");
+            // RocketMQ's `Configuration.update` persists after every update, changed or not.
+            let path = self.config_store_path();
+            if let Err(e) = crate::fsutil::write_with_backup(&path, self.to_properties().as_bytes())
+            {
+                tracing::error!(file = %path.display(), error = %e,
+                    "cannot persist the name server configuration");
+                return RemotingCommand::response_to(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    Some(format!(
+                        "the configuration was updated in memory but cannot be written to {}: {e}",
+                        path.display()
+                    )),
+                );
+            }
         }
         RemotingCommand::response_to(req, response_code::SUCCESS, None)
     }

@@ -35,7 +35,7 @@ use tokio::net::TcpListener;
 
 use crate::metered::{start_on, ActorRef};
 use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, ScrapeSources};
-use crate::namesrv::{start_namesrv, NamesrvHandle, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
+use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvOptions};
 use crate::remoting::server::ConnectionThreads;
 use crate::store::{PreviousRun, Store, StoreParams};
 use clients::ClientRegistry;
@@ -52,6 +52,8 @@ pub struct BrokerOptions {
     pub namesrv_listen: Option<SocketAddr>,
     /// Never run the embedded name server.
     pub no_embedded_namesrv: bool,
+    /// The embedded name server's `${user.home}` (its `namesrv/kvConfig.json`); `None` = `$HOME`.
+    pub namesrv_home: Option<std::path::PathBuf>,
 }
 
 pub struct BrokerHandle {
@@ -219,7 +221,13 @@ pub async fn start(
         let l = TcpListener::bind(at)
             .await
             .with_context(|| format!("cannot listen on {at} (embedded name server)"))?;
-        let h = start_namesrv(l, DEFAULT_SCAN_INTERVAL, DEFAULT_BROKER_EXPIRY).await;
+        let ns_opts = NamesrvOptions {
+            home: opts.namesrv_home.clone(),
+            ..NamesrvOptions::default()
+        };
+        let h = start_namesrv(l, ns_opts)
+            .await
+            .context("embedded name server")?;
         let reach = if h.local_addr.ip().is_unspecified() {
             SocketAddr::new(ip, h.local_addr.port())
         } else {

@@ -67,6 +67,7 @@ impl TestBroker {
         let cfg = loaded.config;
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let ns_home = root.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("test-broker".into())
             .spawn(move || {
@@ -74,6 +75,8 @@ impl TestBroker {
                     let opts = BrokerOptions {
                         namesrv_listen: Some("127.0.0.1:0".parse()?),
                         no_embedded_namesrv: false,
+                        // The name server's kvConfig.json beside the store, not in $HOME.
+                        namesrv_home: Some(ns_home),
                     };
                     let b = match start(cfg, opts, Arc::new(SystemClock)).await {
                         Ok(b) => b,
