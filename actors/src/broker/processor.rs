@@ -28,6 +28,7 @@ use actormq_core::protocol::body::{
 };
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
+use actormq_core::protocol::faq;
 use actormq_core::protocol::header::*;
 use actormq_core::store::commit_log::AppendOk;
 use actormq_core::store::reader::{GetLimits, GetStatus, StoreReader, TagFilter};
@@ -547,8 +548,8 @@ impl BrokerCore {
             return Err((
                 rc::TOPIC_NOT_EXIST,
                 format!(
-                    "topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is {})",
-                    self.settings.load().auto_create_topic
+                    "topic[{topic}] not exist, apply first please!{}",
+                    faq::suggest_todo(faq::APPLY_TOPIC_URL)
                 ),
             ));
         };
@@ -710,7 +711,10 @@ impl BrokerCore {
                 return reply(
                     &req,
                     rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                    format!("subscription group not exist, {group_name}"),
+                    format!(
+                        "subscription group not exist, {group_name} {}",
+                        faq::suggest_todo(faq::SUBSCRIPTION_GROUP_NOT_EXIST)
+                    ),
                 )
             }
         };
@@ -900,7 +904,11 @@ impl BrokerCore {
             // First pull of an unknown group: create it (autoCreateSubscriptionGroup), then pull.
             let conn = conn.clone();
             return Handled::Later(Box::pin(async move {
-                match self.meta.send(metadata::EnsureGroup(h.consumer_group.clone())).await {
+                match self
+                    .meta
+                    .send(metadata::EnsureGroup(h.consumer_group.clone()))
+                    .await
+                {
                     Ok(Ok(Some(g))) if !g.consume_enable => {
                         return Some(consumption_off(&req, &h.consumer_group))
                     }
@@ -909,7 +917,11 @@ impl BrokerCore {
                         return Some(reply(
                             &req,
                             rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                            format!("subscription group [{}] does not exist (autoCreateSubscriptionGroup is off)", h.consumer_group),
+                            format!(
+                                "subscription group [{}] does not exist, {}",
+                                h.consumer_group,
+                                faq::suggest_todo(faq::SUBSCRIPTION_GROUP_NOT_EXIST)
+                            ),
                         ))
                     }
                 }
@@ -945,7 +957,11 @@ impl BrokerCore {
             return Handled::Reply(reply(
                 &req,
                 rc::TOPIC_NOT_EXIST,
-                format!("topic[{}] not exist, apply first please!", h.topic),
+                format!(
+                    "topic[{}] not exist, apply first please! {}",
+                    h.topic,
+                    faq::suggest_todo(faq::APPLY_TOPIC_URL)
+                ),
             ));
         };
         if !topic.readable() {
@@ -1435,7 +1451,11 @@ impl BrokerCore {
                     return reply(
                         &req,
                         rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                        format!("subscription group not exist, {}", h.group),
+                        format!(
+                            "subscription group not exist, {} {}",
+                            h.group,
+                            faq::suggest_todo(faq::SUBSCRIPTION_GROUP_NOT_EXIST)
+                        ),
                     )
                 }
             };
