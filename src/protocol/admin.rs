@@ -138,6 +138,27 @@ impl ResetOffsetBody {
         s
     }
 
+    /// 4.9.4's `ResetOffsetBodyForC`, the RESET_CONSUMER_CLIENT_OFFSET body Broker2Client sends
+    /// when the reset was asked in the C++ client's language: the table as a list of
+    /// `MessageQueueForC` (fields alphabetical, as fastjson writes them).
+    pub fn to_java_json_for_c(&self) -> String {
+        let mut s = String::from("{\"offsetTable\":[");
+        for (i, (mq, off)) in self.offset_table.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            let _ = write!(
+                s,
+                "{{\"brokerName\":{},\"offset\":{off},\"queueId\":{},\"topic\":{}}}",
+                json_str(&mq.broker_name),
+                mq.queue_id,
+                json_str(&mq.topic)
+            );
+        }
+        s.push_str("]}");
+        s
+    }
+
     pub fn parse(bytes: &[u8]) -> Result<Self, String> {
         #[derive(Deserialize, Default)]
         #[serde(rename_all = "camelCase", default)]
@@ -621,6 +642,10 @@ mod tests {
             r#"{"offsetTable":{{"brokerName":"broker-a","queueId":3,"topic":"T"}:42}}"#
         );
         assert_eq!(ResetOffsetBody::parse(j.as_bytes()).unwrap(), r);
+        assert_eq!(
+            r.to_java_json_for_c(),
+            r#"{"offsetTable":[{"brokerName":"broker-a","offset":42,"queueId":3,"topic":"T"}]}"#
+        );
     }
 
     #[test]

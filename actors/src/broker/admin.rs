@@ -893,34 +893,36 @@ impl BrokerCore {
         })
     }
 
+    /// INVOKE_BROKER_TO_RESET_OFFSET, as 4.9.4's Broker2Client.resetOffset answers it: SYSTEM_ERROR
+    /// for a topic this broker lacks or a group without an offset in one of the topic's write
+    /// queues (existence is the offsets', not the subscription group's: a group made by
+    /// cloneGroupOffset is reset too); per queue the offset at the timestamp (the queue's end for
+    /// -1, 0 if negative), kept where the group already is unless that is forwards or `isForce`;
+    /// CONSUMER_NOT_ONLINE (206) with no consumer of the group online, and then nothing changes
+    /// (mqadmin falls back to its own UPDATE_CONSUMER_OFFSET reset); SYSTEM_ERROR if a consumer
+    /// predates V3_0_7_SNAPSHOT. Otherwise RESET_CONSUMER_CLIENT_OFFSET goes one-way to every
+    /// consumer (`ResetOffsetBodyForC` when the caller speaks CPP) and the answer carries the
+    /// table. Unlike 4.9.4, which leaves the stored offsets to the consumers' next commit, the
+    /// offsets are stored first (the module's invariant). A 5.x-style `queueId` with `offset`
+    /// resets that one queue to that offset.
     fn reset_offset(self: std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
         let h = header_or_reply!(ResetOffsetRequestHeader, req);
-        if self.live.config().store.broker_role == actormq_core::config::BrokerRole::Slave {
-            return Handled::Reply(reply(
-                &req,
-                rc::SYSTEM_ERROR,
-                "Can not reset offset in slave broker",
-            ));
-        }
         let Some(tc) = self.meta_view.topic(&h.topic) else {
             return Handled::Reply(reply(
                 &req,
-                rc::TOPIC_NOT_EXIST,
-                format!("Topic {} does not exist", h.topic),
+                rc::SYSTEM_ERROR,
+                format!(
+                    "[reset-offset] reset offset failed, no topic in this broker. topic={}",
+                    h.topic
+                ),
             ));
         };
-        if self.meta_view.group(&h.group).is_none() {
-            return Handled::Reply(reply(
-                &req,
-                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                format!("Group {} does not exist", h.group),
-            ));
-        }
         let queues: Vec<i32> = if h.queue_id >= 0 {
             vec![h.queue_id]
         } else {
-            (0..tc.read_queue_nums as i32).collect()
+            (0..tc.write_queue_nums as i32).collect()
         };
+        let for_c = req.language == actormq_core::protocol::command::LanguageCode::Cpp;
         tracing::info!(topic = %h.topic, group = %h.group, timestamp = h.timestamp, force = h.is_force, caller = %peer, "resetting consumer offsets");
         later(async move {
             let offsets = match self.meta.send(metadata::GetOffsets).await {
@@ -930,6 +932,13 @@ impl BrokerCore {
             let broker = self.settings.load().broker_name.clone();
             let mut body = ResetOffsetBody::default();
             for q in queues {
+                let Some(current) = offsets.get(&h.topic, &h.group, q) else {
+                    return reply(
+                        &req,
+                        rc::SYSTEM_ERROR,
+                        format!("THe consumer group <{}> not exist", h.group),
+                    );
+                };
                 let max = self.reader.max_offset(&h.topic, q).0 as i64;
                 let target = match h.offset.filter(|o| *o >= 0 && h.queue_id >= 0) {
                     Some(o) => {
@@ -945,37 +954,71 @@ impl BrokerCore {
                         }
                         o
                     }
-                    None if h.timestamp < 0 => max,
+                    None if h.timestamp == -1 => max,
                     None => self.reader.offset_by_time(&h.topic, q, h.timestamp).0 as i64,
                 };
-                let current = offsets.get(&h.topic, &h.group, q);
-                // RocketMQ's rule: without force, never move a group forwards past where it is.
-                let offset = match current {
-                    Some(c) if !h.is_force && target >= c => c,
-                    _ => target,
+                // Never moves a group forwards past where it is, unless forced.
+                let target = target.max(0);
+                let offset = if h.is_force || target < current {
+                    target
+                } else {
+                    current
                 };
+                body.offset_table.push((mq(&h.topic, &broker, q), offset));
+            }
+            let versions = self
+                .clients
+                .send(clients::ConsumerVersions {
+                    group: h.group.clone(),
+                })
+                .await
+                .unwrap_or_default();
+            if versions.is_empty() {
+                let e = format!(
+                    "Consumer not online, so can not reset offset, Group: {} Topic: {} Timestamp: {}",
+                    h.group, h.topic, h.timestamp
+                );
+                tracing::warn!("{e}");
+                return reply(&req, rc::CONSUMER_NOT_ONLINE, e);
+            }
+            if let Some(old) = versions.into_iter().find(|v| *v < V3_0_7_SNAPSHOT) {
+                return reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!(
+                        "the client does not support this feature. version={}",
+                        mq_version_desc(old)
+                    ),
+                );
+            }
+            for (mq, offset) in &body.offset_table {
                 let m = metadata::CommitOffset {
                     group: h.group.clone(),
                     topic: h.topic.clone(),
-                    queue_id: q,
-                    offset,
+                    queue_id: mq.queue_id,
+                    offset: *offset,
                 };
                 if let Err(e) = self.meta.send(m).await {
                     return reply(&req, rc::SYSTEM_ERROR, e.to_string());
                 }
-                body.offset_table.push((mq(&h.topic, &broker, q), offset));
             }
             let json = body.to_java_json();
+            let push_body = if for_c {
+                body.to_java_json_for_c()
+            } else {
+                json.clone()
+            };
             let push = RemotingCommand::new_request(rq::RESET_CONSUMER_CLIENT_OFFSET)
                 .with_ext_fields(
                     ResetOffsetRequestHeader {
                         offset: None,
                         queue_id: -1,
+                        is_force: false,
                         ..h.clone()
                     }
                     .to_ext_fields(),
                 )
-                .with_body(json.clone().into_bytes())
+                .with_body(push_body.into_bytes())
                 .with_oneway();
             let told = self
                 .clients
@@ -995,6 +1038,48 @@ impl BrokerCore {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64)
     }
+}
+
+/// `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: the first client version that understands
+/// RESET_CONSUMER_CLIENT_OFFSET.
+const V3_0_7_SNAPSHOT: i32 = 28;
+
+/// `MQVersion.getVersionDesc` for the versions below [`V3_0_7_SNAPSHOT`] (common/src/main/java/
+/// org/apache/rocketmq/common/MQVersion.java's enum, in order).
+fn mq_version_desc(v: i32) -> &'static str {
+    const OLD: [&str; 28] = [
+        "V3_0_0_SNAPSHOT",
+        "V3_0_0_ALPHA1",
+        "V3_0_0_BETA1",
+        "V3_0_0_BETA2",
+        "V3_0_0_BETA3",
+        "V3_0_0_BETA4",
+        "V3_0_0_BETA5",
+        "V3_0_0_BETA6_SNAPSHOT",
+        "V3_0_0_BETA6",
+        "V3_0_0_BETA7_SNAPSHOT",
+        "V3_0_0_BETA7",
+        "V3_0_0_BETA8_SNAPSHOT",
+        "V3_0_0_BETA8",
+        "V3_0_0_BETA9_SNAPSHOT",
+        "V3_0_0_BETA9",
+        "V3_0_0_FINAL",
+        "V3_0_1_SNAPSHOT",
+        "V3_0_1",
+        "V3_0_2_SNAPSHOT",
+        "V3_0_2",
+        "V3_0_3_SNAPSHOT",
+        "V3_0_3",
+        "V3_0_4_SNAPSHOT",
+        "V3_0_4",
+        "V3_0_5_SNAPSHOT",
+        "V3_0_5",
+        "V3_0_6_SNAPSHOT",
+        "V3_0_6",
+    ];
+    OLD.get(v.clamp(0, 27) as usize)
+        .copied()
+        .unwrap_or("V3_0_0_SNAPSHOT")
 }
 
 /// Topics the broker owns: never deleted by an admin.

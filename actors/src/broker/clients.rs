@@ -478,6 +478,25 @@ impl Serve<PushToGroup> for ClientRegistry {
     }
 }
 
+/// The `MQVersion` ordinals of a group's online consumers (empty: none online), which
+/// INVOKE_BROKER_TO_RESET_OFFSET checks before it changes anything (Broker2Client.resetOffset).
+pub struct ConsumerVersions {
+    pub group: String,
+}
+impl Message for ConsumerVersions {
+    type Result = Vec<i32>;
+}
+
+impl Serve<ConsumerVersions> for ClientRegistry {
+    type Reply = Reply<ConsumerVersions>;
+    fn serve(&mut self, m: ConsumerVersions, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let versions = self.consumers.get(&m.group).map_or_else(Vec::new, |g| {
+            g.clients.values().map(|ch| ch.version).collect()
+        });
+        MessageResult(versions)
+    }
+}
+
 /// The connection of one consumer of a group (RocketMQ's `ConsumerManager.findChannel`), for a
 /// request the broker forwards to it (GET_CONSUMER_RUNNING_INFO); `None` when that client is not
 /// online in that group.
