@@ -1510,23 +1510,22 @@ impl BrokerCore {
                     format!("cannot create {topic}: {e}"),
                 );
             }
+            // 4.9.4's SendMessageProcessor.asyncConsumerSendMsgBack: RETRY_TOPIC kept or set to
+            // the original topic, WAIT=false, DELAY set to the level (0 for the DLQ: written,
+            // not removed), ORIGIN_MESSAGE_ID kept or set to the stored message's own (offset)
+            // msgId — never the header's `originMsgId`, which 4.9.4 ignores (a client sends its
+            // UNIQ_KEY there, 56 hex digits from an IPv6 host, so the stored size would differ).
+            // Java's map drops an empty value, so an empty entry counts as absent.
+            let absent = |p: &str, k: &str| properties::find(p, k).is_none_or(str::is_empty);
             let mut props = orig.properties.to_string();
-            if properties::find(&props, keys::RETRY_TOPIC).is_none() {
+            if absent(&props, keys::RETRY_TOPIC) {
                 props = properties::set(&props, keys::RETRY_TOPIC, orig.topic);
             }
-            if properties::find(&props, keys::ORIGIN_MESSAGE_ID).is_none() {
-                let origin = h
-                    .origin_msg_id
-                    .clone()
-                    .unwrap_or_else(|| orig.offset_msg_id());
-                props = properties::set(&props, keys::ORIGIN_MESSAGE_ID, &origin);
+            if absent(&props, keys::ORIGIN_MESSAGE_ID) {
+                props = properties::set(&props, keys::ORIGIN_MESSAGE_ID, &orig.offset_msg_id());
             }
             props = properties::set(&props, keys::WAIT, "false");
-            props = if delay > 0 {
-                properties::set(&props, keys::DELAY, &delay.to_string())
-            } else {
-                properties::remove(&props, keys::DELAY)
-            };
+            props = properties::set(&props, keys::DELAY, &delay.to_string());
             let body = bytes::Bytes::copy_from_slice(orig.body);
             let msg = NewMessage {
                 topic: topic.clone(),
@@ -1535,7 +1534,8 @@ impl BrokerCore {
                 sys_flag: orig.sys_flag,
                 born_timestamp: orig.born_timestamp,
                 born_host: orig.born_host,
-                store_host: self.store_host,
+                // The original's, as 4.9.4 copies it (msgExt.getStoreHost()).
+                store_host: orig.store_host,
                 reconsume_times: orig.reconsume_times + 1,
                 prepared_tx_offset: 0,
                 body_crc: body_crc(&body),
