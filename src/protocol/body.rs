@@ -217,6 +217,19 @@ pub struct ConsumerListBody {
     pub consumer_id_list: Vec<String>,
 }
 
+/// `OffsetMovedEvent` (common/src/main/java/org/apache/rocketmq/common/protocol/topic/
+/// OffsetMovedEvent.java): the body of the message 4.9.4's PullMessageProcessor writes to
+/// `OFFSET_MOVED_EVENT` when it answers PULL_OFFSET_MOVED. Fields in fastjson's order; write it
+/// with [`fastjson::to_vec`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffsetMovedEvent {
+    pub consumer_group: String,
+    pub message_queue: MessageQueue,
+    pub offset_new: i64,
+    pub offset_request: i64,
+}
+
 /// `MessageQueue`: one queue of one topic on one broker. Fields in fastjson's (alphabetical)
 /// order; ordered as Java's `compareTo` orders them: topic, broker name, queue id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]

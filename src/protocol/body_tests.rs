@@ -562,3 +562,22 @@ fn cluster_info_and_topic_list() {
     let kv: KvTable = parse_java_json(br#"{"table":{"k":"v"}}"#).unwrap();
     assert_eq!(kv.table["k"], "v");
 }
+
+#[test]
+fn offset_moved_event_is_written_as_fastjson_writes_it() {
+    // The text OffsetMovedEvent.encode() gives (fastjson 1.2.69: fields alphabetical).
+    let e = OffsetMovedEvent {
+        consumer_group: "G".into(),
+        message_queue: MessageQueue {
+            topic: "T".into(),
+            broker_name: "broker-a".into(),
+            queue_id: 1,
+        },
+        offset_new: 3,
+        offset_request: 100,
+    };
+    assert_eq!(
+        String::from_utf8(fastjson::to_vec(&e).unwrap()).unwrap(),
+        r#"{"consumerGroup":"G","messageQueue":{"brokerName":"broker-a","queueId":1,"topic":"T"},"offsetNew":3,"offsetRequest":100}"#
+    );
+}

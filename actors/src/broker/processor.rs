@@ -24,7 +24,7 @@ use actormq_core::offset::{PhyOffset, QueueOffset};
 use actormq_core::protocol::batch::decode_batch;
 use actormq_core::protocol::body::{
     parse_java_json, to_json_bytes, ConsumerListBody, HeartbeatData, KvTable, LockBatchRequestBody,
-    LockBatchResponseBody, UnlockBatchRequestBody,
+    LockBatchResponseBody, MessageQueue, OffsetMovedEvent, UnlockBatchRequestBody,
 };
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
@@ -1118,6 +1118,9 @@ impl BrokerCore {
         } else {
             code
         };
+        if code == rc::PULL_OFFSET_MOVED && !slave {
+            self.offset_moved_event(&h, r.next_begin_offset.0 as i64);
+        }
         if code == rc::PULL_NOT_FOUND && h.has_suspend() && !resumed {
             let (wait, recheck) = if settings.long_polling {
                 (
@@ -1167,6 +1170,64 @@ impl BrokerCore {
             resp = resp.with_body(body.freeze());
         }
         Handled::Reply(resp)
+    }
+
+    /// 4.9.4's PullMessageProcessor.generateOffsetMovedEvent: on every PULL_OFFSET_MOVED a master
+    /// answers, an OffsetMovedEvent message goes to queue 0 of `OFFSET_MOVED_EVENT` — body the
+    /// event's fastjson text, TAGS and KEYS the group, DELAY=0, flag and sysFlag 0, born and
+    /// store host this broker. It takes CommitLog space as in Java, so later offsets match. (A
+    /// slave with `offsetCheckInSlave` would try too, but its store refuses puts.) Written in the
+    /// background: the pull's answer does not wait for it, and a failure is only logged.
+    fn offset_moved_event(&self, h: &PullMessageRequestHeader, offset_new: i64) {
+        let group = &h.consumer_group;
+        let event = OffsetMovedEvent {
+            consumer_group: group.clone(),
+            message_queue: MessageQueue {
+                topic: h.topic.clone(),
+                broker_name: self.settings.load().broker_name.clone(),
+                queue_id: h.queue_id,
+            },
+            offset_new,
+            offset_request: h.queue_offset,
+        };
+        let Ok(body) = actormq_core::protocol::fastjson::to_vec(&event) else {
+            return;
+        };
+        let body = bytes::Bytes::from(body);
+        // Java's HashMap order for these three keys (bucket 7, 13, 14); sizes do not depend on it.
+        let properties = properties::encode(&[
+            (keys::KEYS, group.as_str()),
+            (keys::DELAY, "0"),
+            (keys::TAGS, group.as_str()),
+        ]);
+        let msg = NewMessage {
+            topic: "OFFSET_MOVED_EVENT".to_string(),
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            born_host: self.store_host,
+            store_host: self.store_host,
+            reconsume_times: 0,
+            prepared_tx_offset: 0,
+            body_crc: body_crc(&body),
+            body,
+            properties,
+        };
+        // Straight to the writer: `Store::put` refuses system topics, as a SEND must.
+        let (writer, stats) = (self.store.writer().clone(), self.stats.clone());
+        actix_rt::spawn(async move {
+            match writer.send(crate::store::writer::AppendMessage(msg)).await {
+                Ok(Ok(a)) => stats.store.record_put(1, a.wrote_bytes),
+                Ok(Err(e)) => {
+                    stats.store.record_put_failed(1);
+                    tracing::warn!(status = ?e.status, remark = %e.remark, "OffsetMovedEvent not stored");
+                }
+                Err(e) => tracing::warn!(error = %e, "OffsetMovedEvent not stored"),
+            }
+        });
     }
 
     // ------------------------------------------------------------------------- query and view
