@@ -1101,8 +1101,8 @@ pub struct RateSet {
 }
 
 /// Time from a SEND's arrival to its reply (stored, and flushed in SYNC_FLUSH), for the runtime
-/// keys `putLatency99`, `putLatency999`, `putMessageEntireTimeMax` and
-/// `putMessageDistributeTime`.
+/// keys `putLatency99`, `putLatency999` and `putMessageEntireTimeMax` (`putMessageDistributeTime`,
+/// the last minute's, is [`super::store_stats::StoreStats`]').
 pub struct PutLatency(Mutex<hdrhistogram::Histogram<u64>>);
 
 impl Default for PutLatency {
@@ -1113,22 +1113,6 @@ impl Default for PutLatency {
         ))
     }
 }
-
-/// RocketMQ's `putMessageDistributeTime` buckets, in milliseconds (upper bounds).
-const PUT_BUCKETS: &[(u64, &str)] = &[
-    (0, "<=0ms"),
-    (10, "0~10ms"),
-    (50, "10~50ms"),
-    (100, "50~100ms"),
-    (200, "100~200ms"),
-    (500, "200~500ms"),
-    (1000, "500ms~1s"),
-    (2000, "1~2s"),
-    (3000, "2~3s"),
-    (4000, "3~4s"),
-    (5000, "4~5s"),
-    (10000, "5~10s"),
-];
 
 impl PutLatency {
     pub fn record(&self, d: Duration) {
@@ -1173,25 +1157,6 @@ fn fill_latency(h: &hdrhistogram::Histogram<u64>, t: &mut BTreeMap<String, Strin
         "putMessageEntireTimeMax".into(),
         (h.max() / 1000).to_string(),
     );
-    let mut lo = 0u64;
-    let mut parts = Vec::new();
-    for (hi_ms, name) in PUT_BUCKETS {
-        let hi = hi_ms * 1000 + 999;
-        let n = if h.is_empty() {
-            0
-        } else {
-            h.count_between(lo, hi)
-        };
-        parts.push(format!("[{name}]:{n}"));
-        lo = hi + 1;
-    }
-    let rest = if h.is_empty() {
-        0
-    } else {
-        h.count_between(lo, u64::MAX / 2)
-    };
-    parts.push(format!("[10s~]:{rest}"));
-    t.insert("putMessageDistributeTime".into(), parts.join(" "));
 }
 
 /// Every connection thread's [`RateSet`], for the figures that report the broker as a whole.
@@ -1339,9 +1304,6 @@ mod tests {
         let mut t = BTreeMap::new();
         p.fill(&mut t);
         assert_eq!(t["putMessageEntireTimeMax"], "700");
-        let d = &t["putMessageDistributeTime"];
-        assert!(d.contains("[0~10ms]:3") && d.contains("[10~50ms]:1"), "{d}");
-        assert!(d.contains("[500ms~1s]:1") && d.ends_with("[10s~]:0"), "{d}");
     }
 
     #[test]

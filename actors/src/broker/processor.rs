@@ -245,6 +245,13 @@ impl BrokerCore {
                 .filter(|(res, _)| res.is_ok())
                 .map(|(_, m)| now.saturating_duration_since(m.1)),
         );
+        for (res, m) in results.iter().zip(&rest) {
+            if res.is_ok() {
+                self.stats
+                    .store
+                    .record_put_time_at(now, now.saturating_duration_since(m.1));
+            }
+        }
         for (res, m) in results.into_iter().zip(rest) {
             let _ = m.3.send(res);
         }
@@ -844,6 +851,7 @@ impl BrokerCore {
                         Stats::add(&core.stats.put_msgs, n);
                         core.rates.put.add(&topic, "", n);
                         core.rates.put_latency.record(arrived.elapsed());
+                        core.stats.store.record_put_time(arrived.elapsed());
                         Stats::add(&core.stats.put_bytes, bytes);
                         core.metrics.messages_in(&topic, kind, n, bytes);
                         let ids: Vec<String> = offsets
@@ -1808,7 +1816,12 @@ impl BrokerCore {
                 human_bytes(wrote.saturating_sub(committed)),
             );
         }
-        self.stats.store.fill(&mut t);
+        let state = self.store.state();
+        self.stats.store.fill_with_deliveries(
+            state.delivered_msgs.load(Ordering::Relaxed),
+            state.delivered_bytes.load(Ordering::Relaxed),
+            &mut t,
+        );
         self.all_rates.fill_put_latency(&mut t);
         let mut put = |k: &str, v: String| {
             t.insert(k.to_string(), v);

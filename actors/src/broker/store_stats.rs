@@ -17,6 +17,7 @@
 //! the Dashboard parse them, and `brokerStatus` shows them as they are.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -38,27 +39,36 @@ impl Default for SecondRing {
     }
 }
 
-impl SecondRing {
-    fn add(&self, sec: u64, n: u64) {
-        let tag = sec & TAG_MASK;
-        let slot = &self.0[(sec % SECONDS as u64) as usize];
-        let _ = slot.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-            let count = if v >> COUNT_BITS == tag {
-                v & COUNT_MASK
-            } else {
-                0
-            };
-            Some(tag << COUNT_BITS | count.saturating_add(n).min(COUNT_MASK))
-        });
-    }
-
-    fn count(&self, sec: u64) -> u64 {
-        let v = self.0[(sec % SECONDS as u64) as usize].load(Ordering::Relaxed);
-        if v >> COUNT_BITS == sec & TAG_MASK {
+/// Adds `n` to the count `slot` holds for period `period`, replacing a stale period's count.
+fn tagged_add(slot: &AtomicU64, period: u64, n: u64) {
+    let tag = period & TAG_MASK;
+    let _ = slot.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        let count = if v >> COUNT_BITS == tag {
             v & COUNT_MASK
         } else {
             0
-        }
+        };
+        Some(tag << COUNT_BITS | count.saturating_add(n).min(COUNT_MASK))
+    });
+}
+
+/// The count `slot` holds for period `period` (0 if it holds another period's).
+fn tagged_count(slot: &AtomicU64, period: u64) -> u64 {
+    let v = slot.load(Ordering::Relaxed);
+    if v >> COUNT_BITS == period & TAG_MASK {
+        v & COUNT_MASK
+    } else {
+        0
+    }
+}
+
+impl SecondRing {
+    fn add(&self, sec: u64, n: u64) {
+        tagged_add(&self.0[(sec % SECONDS as u64) as usize], sec, n);
+    }
+
+    fn count(&self, sec: u64) -> u64 {
+        tagged_count(&self.0[(sec % SECONDS as u64) as usize], sec)
     }
 
     /// Per second over the `window` seconds completed before second `now`; `None` while the
@@ -70,6 +80,60 @@ impl SecondRing {
         }
         let sum: u64 = (now - window..now).map(|s| self.count(s)).sum();
         Some(sum as f64 / window as f64)
+    }
+}
+
+/// 4.9.4's `PUT_MESSAGE_ENTIRE_TIME_MAX_DESC`, the buckets of `putMessageDistributeTime`; a put
+/// of `ms` milliseconds falls in the first bucket whose bound it is below (`<= 0` for the first).
+const DISTRIBUTE_BUCKETS: [(u64, &str); 13] = [
+    (1, "[<=0ms]"),
+    (10, "[0~10ms]"),
+    (50, "[10~50ms]"),
+    (100, "[50~100ms]"),
+    (200, "[100~200ms]"),
+    (500, "[200~500ms]"),
+    (1000, "[500ms~1s]"),
+    (2000, "[1~2s]"),
+    (3000, "[2~3s]"),
+    (4000, "[3~4s]"),
+    (5000, "[4~5s]"),
+    (10000, "[5~10s]"),
+    (u64::MAX, "[10s~]"),
+];
+
+/// Put times by bucket for the current and the previous minute since boot (tagged by the
+/// minute, as [`SecondRing`]'s slots by the second). 4.9.4's StoreStatsService reports the last
+/// completed minute's buckets (`lastPutMessageDistributeTime`, swapped once a minute by
+/// `printTps`), and `null` before the first minute ends.
+struct MinuteBuckets([[AtomicU64; 13]; 2]);
+
+impl Default for MinuteBuckets {
+    fn default() -> Self {
+        MinuteBuckets(std::array::from_fn(|_| {
+            std::array::from_fn(|_| AtomicU64::new(0))
+        }))
+    }
+}
+
+impl MinuteBuckets {
+    fn add(&self, minute: u64, ms: u64) {
+        let b = DISTRIBUTE_BUCKETS
+            .iter()
+            .position(|(bound, _)| ms < *bound)
+            .unwrap_or(12);
+        tagged_add(&self.0[(minute % 2) as usize][b], minute, 1);
+    }
+
+    /// The runtime value at `minute`: the previous minute's buckets, `"null"` in the first.
+    fn report(&self, minute: u64) -> String {
+        let Some(last) = minute.checked_sub(1) else {
+            return "null".into();
+        };
+        let mut s = String::with_capacity(200);
+        for (slot, (_, name)) in self.0[(last % 2) as usize].iter().zip(DISTRIBUTE_BUCKETS) {
+            let _ = write!(s, "{name}:{} ", tagged_count(slot, last));
+        }
+        s
     }
 }
 
@@ -85,6 +149,7 @@ pub struct StoreStats {
     put_size: AtomicU64,
     put_failed: AtomicU64,
     get_max_ms: AtomicU64,
+    put_times_by_minute: MinuteBuckets,
 }
 
 impl Default for StoreStats {
@@ -112,6 +177,7 @@ impl StoreStats {
             put_size: AtomicU64::new(0),
             put_failed: AtomicU64::new(0),
             get_max_ms: AtomicU64::new(0),
+            put_times_by_minute: MinuteBuckets::default(),
         }
     }
 
@@ -136,6 +202,22 @@ impl StoreStats {
         self.puts.add(self.sec(now), msgs);
         self.put_times.fetch_add(msgs, Ordering::Relaxed);
         self.put_size.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Puts stored elsewhere and counted here only in the totals (`putMessageTimesTotal`,
+    /// `putMessageSizeTotal`): the delayed deliveries, which 4.9.4 counts as every CommitLog put.
+    pub fn fill_with_deliveries(&self, msgs: u64, bytes: u64, t: &mut BTreeMap<String, String>) {
+        self.fill_at(Instant::now(), (msgs, bytes), t);
+    }
+
+    /// How long one put took (a SEND's time to its answer), for `putMessageDistributeTime`.
+    pub fn record_put_time(&self, took: Duration) {
+        self.record_put_time_at(Instant::now(), took);
+    }
+
+    pub fn record_put_time_at(&self, now: Instant, took: Duration) {
+        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        self.put_times_by_minute.add(self.sec(now) / 60, ms);
     }
 
     /// `n` messages the store refused.
@@ -168,10 +250,12 @@ impl StoreStats {
 
     /// Adds the runtime keys this module owns to `t`.
     pub fn fill(&self, t: &mut BTreeMap<String, String>) {
-        self.fill_at(Instant::now(), t);
+        self.fill_at(Instant::now(), (0, 0), t);
     }
 
-    pub fn fill_at(&self, now: Instant, t: &mut BTreeMap<String, String>) {
+    /// `delivered`: (messages, bytes) stored besides those recorded here (see
+    /// [`Self::fill_with_deliveries`]).
+    pub fn fill_at(&self, now: Instant, delivered: (u64, u64), t: &mut BTreeMap<String, String>) {
         let sec = self.sec(now);
         let three = |r: &SecondRing| {
             WINDOWS
@@ -211,8 +295,8 @@ impl StoreStats {
             ),
         );
         // RocketMQ reports 1 while nothing was stored (it is the average's divisor there too).
-        let times = self.put_times.load(Ordering::Relaxed).max(1);
-        let size = self.put_size.load(Ordering::Relaxed);
+        let times = (self.put_times.load(Ordering::Relaxed) + delivered.0).max(1);
+        let size = self.put_size.load(Ordering::Relaxed) + delivered.1;
         put("putMessageTimesTotal", times.to_string());
         put("putMessageSizeTotal", size.to_string());
         put(
@@ -226,6 +310,10 @@ impl StoreStats {
         put(
             "getMessageEntireTimeMax",
             self.get_max_ms.load(Ordering::Relaxed).to_string(),
+        );
+        put(
+            "putMessageDistributeTime",
+            self.put_times_by_minute.report(sec / 60),
         );
         // RocketMQ 4.9.4 never sets it (StoreStatsService.setDispatchMaxBuffer has no caller).
         put("dispatchMaxBuffer", "0".to_string());
@@ -292,7 +380,7 @@ mod tests {
 
     fn table(s: &StoreStats, at: Instant) -> BTreeMap<String, String> {
         let mut t = BTreeMap::new();
-        s.fill_at(at, &mut t);
+        s.fill_at(at, (0, 0), &mut t);
         t
     }
 
@@ -324,6 +412,38 @@ mod tests {
         assert_eq!(t["putMessageTimesTotal"], "1");
         assert_eq!(t["putMessageAverageSize"], "0.0");
         assert_eq!(t["runtime"], "[ 0 days, 0 hours, 0 minutes, 0 seconds ]");
+    }
+
+    /// 4.9.4's `putMessageDistributeTime` is `null` until the first minute ends, then the last
+    /// completed minute's buckets alone (StoreStatsService.printTps swaps them each minute);
+    /// delayed deliveries count in the put totals.
+    #[test]
+    fn put_times_show_the_last_minute_and_deliveries_count_as_puts() {
+        let t0 = Instant::now();
+        let s = StoreStats::new(t0, 0);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        for ms in [0u64, 1, 9, 10, 700, 12_000] {
+            s.record_put_time_at(at(5_000), Duration::from_micros(ms * 1000 + 999));
+        }
+        assert_eq!(table(&s, at(59_999))["putMessageDistributeTime"], "null");
+        s.record_put_time_at(at(61_000), Duration::from_millis(3));
+        let t = table(&s, at(61_000));
+        assert_eq!(
+            t["putMessageDistributeTime"],
+            "[<=0ms]:1 [0~10ms]:2 [10~50ms]:1 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 \
+             [500ms~1s]:1 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:1 "
+        );
+        // Not cumulative: the next minute shows only its own put.
+        assert!(table(&s, at(120_000))["putMessageDistributeTime"]
+            .starts_with("[<=0ms]:0 [0~10ms]:1 [10~50ms]:0 "));
+        assert!(
+            table(&s, at(180_000))["putMessageDistributeTime"].starts_with("[<=0ms]:0 [0~10ms]:0 ")
+        );
+        s.record_put_at(at(1_000), 2, 400);
+        let mut t = BTreeMap::new();
+        s.fill_at(at(2_000), (3, 600), &mut t);
+        assert_eq!(t["putMessageTimesTotal"], "5");
+        assert_eq!(t["putMessageSizeTotal"], "1000");
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! master's, whose deliveries reach it by replication.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -337,6 +338,10 @@ impl ScheduleDelivery {
                     match r {
                         None => act.inner_offsets_set(level, off.0 + 1),
                         Some(Some(Ok(ok))) => {
+                            act.state.delivered_msgs.fetch_add(1, Ordering::Relaxed);
+                            act.state
+                                .delivered_bytes
+                                .fetch_add(ok.wrote_bytes, Ordering::Relaxed);
                             act.refusals.delivered();
                             act.retrying.remove(&level);
                             act.inner_offsets_set(level, off.0 + 1);

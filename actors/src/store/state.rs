@@ -49,6 +49,10 @@ pub struct StoreState {
     /// counted once). Counted before the answers go out.
     pub group_flushes: AtomicU64,
     pub group_messages: AtomicU64,
+    /// ScheduleDelivery: delayed messages delivered to their real topics, and their CommitLog
+    /// bytes (the broker's runtime totals count every CommitLog put, as 4.9.4's do).
+    pub delivered_msgs: AtomicU64,
+    pub delivered_bytes: AtomicU64,
     /// Flusher / GroupCommitter: how long each CommitLog flush that wrote something took.
     pub flush_time: FlushTimes,
 }
