@@ -71,6 +71,11 @@ impl AdminClient {
         }
     }
 
+    /// The name-server addresses of `-n`, in order.
+    pub fn namesrv_addrs(&self) -> &[String] {
+        &self.namesrv
+    }
+
     async fn conn(&self, addr: &str) -> Result<RemotingClient> {
         let mut conns = self.conns.lock().await;
         if let Some(c) = conns.get(addr).filter(|c| !c.is_closed()) {

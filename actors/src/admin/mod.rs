@@ -11,6 +11,7 @@
 //! command's docs).
 
 pub mod client;
+pub mod ops;
 pub mod show;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -269,6 +270,122 @@ pub enum AdminCommand {
         key: String,
         #[arg(short = 'v', long)]
         value: String,
+    },
+    /// Delete a consumer group from brokers (207); with -c also its %RETRY% and %DLQ% topics.
+    DeleteSubGroup {
+        #[arg(short = 'g', long = "groupName")]
+        group: String,
+        #[command(flatten)]
+        target: Target,
+        /// Also delete the group's consumer offsets.
+        #[arg(short = 'r', long = "removeOffset", action = clap::ArgAction::Set, default_value_t = false)]
+        remove_offset: bool,
+    },
+    /// Change a topic's permission, keeping its queue numbers (105, 17).
+    UpdateTopicPerm {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// 2 = write, 4 = read, 6 = read and write.
+        #[arg(short = 'p', long)]
+        perm: i32,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// The clusters that hold a topic (106, 105).
+    TopicClusterList {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Each name server's configuration (319).
+    GetNamesrvConfig,
+    /// Change a name-server setting on each name server (318).
+    UpdateNamesrvConfig {
+        #[arg(short = 'k', long)]
+        key: String,
+        #[arg(short = 'v', long)]
+        value: String,
+    },
+    /// ConsumeQueue units of one queue from an index (321).
+    QueryCq {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'q', long = "queue")]
+        queue: i32,
+        /// First queue index.
+        #[arg(short = 'i', long)]
+        index: i64,
+        #[arg(short = 'c', long, default_value_t = 10)]
+        count: i32,
+        /// Broker address (default: the master of the route's first broker).
+        #[arg(short = 'b', long)]
+        broker: Option<String>,
+        /// Consumer group (its subscription and filter are shown).
+        #[arg(short = 'g', long = "consumer")]
+        group: Option<String>,
+    },
+    /// Delete ConsumeQueues of topics a broker no longer has and expired units (306); without
+    /// -b or -c on every broker of every cluster.
+    #[command(name = "cleanExpiredCQ")]
+    CleanExpiredCq {
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        #[arg(short = 'c', long = "cluster")]
+        cluster: Option<String>,
+    },
+    /// Delete the ConsumeQueues of topics a broker no longer has (316); without -b or -c on
+    /// every broker of every cluster.
+    CleanUnusedTopic {
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        #[arg(short = 'c', long = "cluster")]
+        cluster: Option<String>,
+    },
+    /// Take write permission from a broker's topics on each name server (205).
+    WipeWritePerm {
+        #[arg(short = 'b', long = "brokerName")]
+        broker: String,
+    },
+    /// Give write permission back to a broker's topics on each name server (327).
+    AddWritePerm {
+        #[arg(short = 'b', long = "brokerName")]
+        broker: String,
+    },
+    /// Create or update a name-server KV config on each name server (100).
+    UpdateKvConfig {
+        #[arg(short = 's', long)]
+        namespace: String,
+        #[arg(short = 'k', long)]
+        key: String,
+        #[arg(short = 'v', long)]
+        value: String,
+    },
+    /// Move a group's offsets on a topic to the end of each queue (222 with timestamp -1).
+    SkipAccumulatedMessage {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'f', long, action = clap::ArgAction::Set, default_value_t = true)]
+        force: bool,
+    },
+    /// Copy a group's committed offsets to another group (208, 105, 15 per queue).
+    CloneGroupOffset {
+        #[arg(short = 's', long = "srcGroup")]
+        src: String,
+        #[arg(short = 'd', long = "destGroup")]
+        dest: String,
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Accepted as mqadmin 4.9.4 accepts it; it changes nothing there either.
+        #[arg(short = 'o', long)]
+        offline: Option<String>,
+    },
+    /// Delete a name-server KV config on each name server (102).
+    DeleteKvConfig {
+        #[arg(short = 's', long)]
+        namespace: String,
+        #[arg(short = 'k', long)]
+        key: String,
     },
 }
 
@@ -532,30 +649,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             force,
         } => {
             let ts = parse_time(&timestamp).map_err(anyhow::Error::msg)?;
-            let mut t = Table::new(&["brokerName", "queueId", "offset"]);
-            for (_, addr) in admin.topic_masters(&topic).await? {
-                let h = ResetOffsetRequestHeader {
-                    topic: topic.clone(),
-                    group: group.clone(),
-                    queue_id: -1,
-                    offset: None,
-                    timestamp: ts,
-                    is_force: force,
-                };
-                let cmd = RemotingCommand::new_request(rq::INVOKE_BROKER_TO_RESET_OFFSET)
-                    .with_ext_fields(h.to_ext_fields());
-                let resp = admin.call(&addr, cmd).await?;
-                let body = ResetOffsetBody::parse(&resp.body).map_err(anyhow::Error::msg)?;
-                let mut rows = body.offset_table;
-                rows.sort_by(|a, b| a.0.cmp(&b.0));
-                for (mq, off) in rows {
-                    t.push(vec![
-                        mq.broker_name,
-                        mq.queue_id.to_string(),
-                        off.to_string(),
-                    ]);
-                }
-            }
+            let t = reset_or_rollback(&admin, &group, &topic, ts, force).await?;
             if !json {
                 println!("rollback consumer offset by specified group[{group}], topic[{topic}], force[{force}], timestamp(string)[{timestamp}], timestamp(long)[{ts}]");
                 print_table(&t, false);
@@ -597,6 +691,88 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             }
             Some(json!({"key": key, "value": value, "brokers": done}))
         }
+        AdminCommand::DeleteSubGroup {
+            group,
+            target,
+            remove_offset,
+        } => Some(ops::delete_sub_group(&admin, &group, &target, remove_offset).await?),
+        AdminCommand::UpdateTopicPerm {
+            topic,
+            perm,
+            target,
+        } => Some(ops::update_topic_perm(&admin, &topic, perm, &target).await?),
+        AdminCommand::TopicClusterList { topic } => {
+            Some(ops::topic_cluster_list(&admin, &topic).await?)
+        }
+        AdminCommand::GetNamesrvConfig => Some(ops::get_namesrv_config(&admin).await?),
+        AdminCommand::UpdateNamesrvConfig { key, value } => {
+            Some(ops::update_namesrv_config(&admin, &key, &value).await?)
+        }
+        AdminCommand::QueryCq {
+            topic,
+            queue,
+            index,
+            count,
+            broker,
+            group,
+        } => Some(
+            ops::query_cq(
+                &admin,
+                &topic,
+                queue,
+                index,
+                count,
+                broker.as_deref(),
+                group.as_deref(),
+            )
+            .await?,
+        ),
+        AdminCommand::CleanExpiredCq { broker, cluster } => Some(
+            ops::clean(
+                &admin,
+                rq::CLEAN_EXPIRED_CONSUMEQUEUE,
+                broker.as_deref(),
+                cluster.as_deref(),
+            )
+            .await?,
+        ),
+        AdminCommand::CleanUnusedTopic { broker, cluster } => Some(
+            ops::clean(
+                &admin,
+                rq::CLEAN_UNUSED_TOPIC,
+                broker.as_deref(),
+                cluster.as_deref(),
+            )
+            .await?,
+        ),
+        AdminCommand::WipeWritePerm { broker } => {
+            Some(ops::write_perm(&admin, &broker, false).await?)
+        }
+        AdminCommand::AddWritePerm { broker } => {
+            Some(ops::write_perm(&admin, &broker, true).await?)
+        }
+        AdminCommand::UpdateKvConfig {
+            namespace,
+            key,
+            value,
+        } => Some(ops::kv_config(&admin, &namespace, &key, Some(&value)).await?),
+        AdminCommand::SkipAccumulatedMessage {
+            group,
+            topic,
+            force,
+        } => {
+            let t = reset_or_rollback(&admin, &group, &topic, -1, force).await?;
+            if !json {
+                print_table(&t, false);
+            }
+            Some(t.to_json())
+        }
+        AdminCommand::CloneGroupOffset {
+            src, dest, topic, ..
+        } => Some(ops::clone_group_offset(&admin, &src, &dest, &topic).await?),
+        AdminCommand::DeleteKvConfig { namespace, key } => {
+            Some(ops::kv_config(&admin, &namespace, &key, None).await?)
+        }
     };
     if json {
         if let Some(v) = out {
@@ -604,6 +780,62 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// [`reset_offset`], or when no consumer of the group is online (206) mqadmin's old method,
+/// [`ops::reset_offset_old`], with its rollback table.
+async fn reset_or_rollback(
+    admin: &AdminClient,
+    group: &str,
+    topic: &str,
+    ts: i64,
+    force: bool,
+) -> anyhow::Result<Table> {
+    match reset_offset(admin, group, topic, ts, force).await {
+        Err(e)
+            if e.downcast_ref::<AdminError>().and_then(AdminError::code)
+                == Some(rc::CONSUMER_NOT_ONLINE) =>
+        {
+            ops::reset_offset_old(admin, group, topic, ts, force).await
+        }
+        other => other,
+    }
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET (222) on every master of the topic: the group's new offsets
+/// (`resetOffsetByTime`, and `skipAccumulatedMessage` with timestamp -1: the max offsets).
+async fn reset_offset(
+    admin: &AdminClient,
+    group: &str,
+    topic: &str,
+    ts: i64,
+    force: bool,
+) -> anyhow::Result<Table> {
+    let mut t = Table::new(&["brokerName", "queueId", "offset"]);
+    for (_, addr) in admin.topic_masters(topic).await? {
+        let h = ResetOffsetRequestHeader {
+            topic: topic.to_string(),
+            group: group.to_string(),
+            queue_id: -1,
+            offset: None,
+            timestamp: ts,
+            is_force: force,
+        };
+        let cmd = RemotingCommand::new_request(rq::INVOKE_BROKER_TO_RESET_OFFSET)
+            .with_ext_fields(h.to_ext_fields());
+        let resp = admin.call(&addr, cmd).await?;
+        let body = ResetOffsetBody::parse(&resp.body).map_err(anyhow::Error::msg)?;
+        let mut rows = body.offset_table;
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        for (mq, off) in rows {
+            t.push(vec![
+                mq.broker_name,
+                mq.queue_id.to_string(),
+                off.to_string(),
+            ]);
+        }
+    }
+    Ok(t)
 }
 
 fn perm_str(perm: i32) -> String {
