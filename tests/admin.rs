@@ -652,3 +652,351 @@ fn offset_msg_id(r: &rocketmq_model::result::SendResult) -> String {
 fn got_of(m: &MessageExt) -> Got {
     got(m)
 }
+
+/// UPDATE_CONSUMER_OFFSET (15) straight to the broker.
+async fn commit_offset(addr: &str, group: &str, topic: &str, queue: i32, offset: i64) {
+    let raw = RemotingClient::connect(addr).await.expect("connect");
+    let r = raw
+        .invoke(
+            RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
+                .with_ext("consumerGroup", group)
+                .with_ext("topic", topic)
+                .with_ext("queueId", queue.to_string())
+                .with_ext("commitOffset", offset.to_string()),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("UPDATE_CONSUMER_OFFSET answered");
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+}
+
+/// The commands #32 added, each as mqadmin 4.9.4 prints it (compared by hand against the real
+/// mqadmin on the same broker).
+#[test]
+fn maintenance_and_name_server_commands() {
+    run_bounded("admin-ops", || async {
+        let (_dir, b) = broker(&[]);
+        let ns = b.namesrv_addr.clone();
+        let addr = b.broker_addr.clone();
+        let topic = unique("OpsT");
+        let src = unique("OpsG");
+        let dest = unique("OpsD");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ok(&ns, &["clusterList"]).await.contains(&addr) {
+            assert!(Instant::now() < deadline, "the broker never registered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ok(
+            &ns,
+            &[
+                "updateTopic",
+                "-t",
+                &topic,
+                "-b",
+                &addr,
+                "-r",
+                "2",
+                "-w",
+                "2",
+            ],
+        )
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !admin(&ns, &["topicRoute", "-t", &topic]).await.ok {
+            assert!(Instant::now() < deadline, "{topic} never routed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // topicClusterList.
+        assert_eq!(
+            ok(&ns, &["topicClusterList", "-t", &topic]).await,
+            "DefaultCluster\n"
+        );
+
+        // updateTopicPerm: from 6 to 4 on the broker, the route follows; the same perm again
+        // sends nothing; -c sets it on every master.
+        let out = ok(
+            &ns,
+            &["updateTopicPerm", "-t", &topic, "-p", "4", "-b", &addr],
+        )
+        .await;
+        assert_eq!(
+            out,
+            format!("update topic perm from 6 to 4 in {addr} success.\nTopicConfig [topicName={topic}, readQueueNums=2, writeQueueNums=2, perm=R--, topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false].\n")
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while json(&ns, &["topicRoute", "-t", &topic]).await["queueDatas"][0]["perm"] != 4 {
+            assert!(Instant::now() < deadline, "the route never showed perm 4");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let out = ok(
+            &ns,
+            &["updateTopicPerm", "-t", &topic, "-p", "4", "-b", &addr],
+        )
+        .await;
+        assert_eq!(out, "new perm equals to the old one!\n");
+        let out = ok(
+            &ns,
+            &[
+                "updateTopicPerm",
+                "-t",
+                &topic,
+                "-p",
+                "6",
+                "-c",
+                "DefaultCluster",
+            ],
+        )
+        .await;
+        assert_eq!(
+            out,
+            format!("update topic perm from 4 to 6 in {addr} success.\n")
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while json(&ns, &["topicRoute", "-t", &topic]).await["queueDatas"][0]["perm"] != 6 {
+            assert!(Instant::now() < deadline, "the route never showed perm 6");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // wipeWritePerm / addWritePerm: the name server's count of the broker's topics.
+        let out = ok(&ns, &["wipeWritePerm", "-b", "broker-a"]).await;
+        assert!(
+            out.starts_with(&format!(
+                "wipe write perm of broker[broker-a] in name server[{ns}] OK, "
+            )),
+            "{out}"
+        );
+        let wiped = json(&ns, &["addWritePerm", "-b", "broker-a"]).await;
+        assert!(int(&wiped[&ns]) >= 1, "{wiped}");
+        assert_eq!(
+            json(&ns, &["topicRoute", "-t", &topic]).await["queueDatas"][0]["perm"],
+            6
+        );
+
+        // Three messages, two in queue 0.
+        let rt = client_runtime("admin-ops");
+        let mut p = producer(&rt, &ns).await;
+        let mqs = wait_route(&mut p, &topic).await;
+        let q0 = mqs
+            .iter()
+            .find(|q| q.queue_id() == 0)
+            .expect("queue 0")
+            .clone();
+        for i in 0..2 {
+            p.send_to_queue(msg(&topic, "A", &format!("q0-{i}")), q0.clone())
+                .await
+                .unwrap_or_else(|e| panic!("send {i}: {}", describe(&e)));
+        }
+        let q1 = mqs
+            .iter()
+            .find(|q| q.queue_id() == 1)
+            .expect("queue 1")
+            .clone();
+        p.send_to_queue(msg(&topic, "A", "q1"), q1)
+            .await
+            .unwrap_or_else(|e| panic!("send: {}", describe(&e)));
+        quietly("producer shutdown", p.shutdown()).await;
+
+        // queryCq: queue 0's two units, mqadmin's layout.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let cq = loop {
+            let cq = json(&ns, &["queryCq", "-t", &topic, "-q", "0", "-i", "0"]).await;
+            if cq["maxQueueIndex"] == 2 {
+                break cq;
+            }
+            assert!(Instant::now() < deadline, "dispatch never reached 2: {cq}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(cq["queueData"].as_array().unwrap().len(), 2, "{cq}");
+        assert_eq!(cq["broker"], addr.as_str());
+        let out = ok(
+            &ns,
+            &[
+                "queryCq", "-t", &topic, "-q", "0", "-i", "1", "-c", "1", "-b", &addr,
+            ],
+        )
+        .await;
+        assert!(out.starts_with("Queue data: \nmax: 2, min: 0\n======================================\nidx: 1\nConsumeQueueData{physicOffset="), "{out}");
+        assert!(
+            out.contains("extendDataJson='null', bitMap='null', eval=false, msg='null'}"),
+            "{out}"
+        );
+
+        // cloneGroupOffset: the source group's committed offsets, queue by queue.
+        ok(&ns, &["updateSubGroup", "-g", &src, "-b", &addr]).await;
+        let retry = format!("%RETRY%{src}");
+        ok(
+            &ns,
+            &[
+                "updateTopic",
+                "-t",
+                &retry,
+                "-b",
+                &addr,
+                "-r",
+                "1",
+                "-w",
+                "1",
+            ],
+        )
+        .await;
+        let dretry = format!("%RETRY%{dest}");
+        ok(
+            &ns,
+            &[
+                "updateTopic",
+                "-t",
+                &dretry,
+                "-b",
+                &addr,
+                "-r",
+                "1",
+                "-w",
+                "1",
+            ],
+        )
+        .await;
+        commit_offset(&addr, &src, &topic, 0, 1).await;
+        commit_offset(&addr, &src, &topic, 1, 0).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !admin(&ns, &["topicRoute", "-t", &dretry]).await.ok {
+            assert!(Instant::now() < deadline, "{dretry} never routed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let out = ok(
+            &ns,
+            &["cloneGroupOffset", "-s", &src, "-d", &dest, "-t", &topic],
+        )
+        .await;
+        assert_eq!(
+            out,
+            format!(
+                "clone group offset success. srcGroup[{src}], destGroup=[{dest}], topic[{topic}]\n"
+            )
+        );
+        let progress = json(&ns, &["consumerProgress", "-g", &dest]).await;
+        assert_eq!(
+            column_sum(&progress["queues"], "Consumer Offset"),
+            1,
+            "{progress}"
+        );
+        let none = admin(
+            &ns,
+            &[
+                "cloneGroupOffset",
+                "-s",
+                "NoSuchG",
+                "-d",
+                &src,
+                "-t",
+                &topic,
+            ],
+        )
+        .await;
+        assert!(
+            !none.ok && none.stderr.contains("TOPIC_NOT_EXIST"),
+            "{}",
+            none.stderr
+        );
+
+        // skipAccumulatedMessage: nobody online (206), so mqadmin's old method moves every
+        // queue to its max offset and prints the rollback table.
+        let out = ok(&ns, &["skipAccumulatedMessage", "-g", &dest, "-t", &topic]).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("#brokerName  #queueId  #brokerOffset  #consumerOffset  #timestampOffset  #rollbackOffset"), "{out}");
+        let cols: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(cols, ["broker-a", "0", "2", "1", "2", "2"], "{out}");
+        let progress = json(&ns, &["consumerProgress", "-g", &dest]).await;
+        assert_eq!(progress["diffTotal"], 0, "{progress}");
+
+        // deleteSubGroup: -b prints the broker; -c also drops the %RETRY% and %DLQ% topics.
+        let out = ok(&ns, &["deleteSubGroup", "-g", &src, "-b", &addr]).await;
+        assert_eq!(
+            out,
+            format!("delete subscription group [{src}] from broker [{addr}] success.\n")
+        );
+        let out = ok(
+            &ns,
+            &[
+                "deleteSubGroup",
+                "-g",
+                &dest,
+                "-c",
+                "DefaultCluster",
+                "-r",
+                "true",
+            ],
+        )
+        .await;
+        assert!(
+            out.starts_with(&format!("delete subscription group [{dest}] from broker [{addr}] in cluster [DefaultCluster] success.\ndelete topic [{dretry}] from cluster [DefaultCluster] success.\n")),
+            "{out}"
+        );
+        assert!(!ok(&ns, &["topicList"]).await.lines().any(|l| l == dretry));
+
+        // cleanExpiredCQ / cleanUnusedTopic: mqadmin's bare `success`.
+        assert_eq!(ok(&ns, &["cleanExpiredCQ", "-b", &addr]).await, "success");
+        assert_eq!(ok(&ns, &["cleanExpiredCQ"]).await, "success");
+        assert_eq!(
+            ok(&ns, &["cleanUnusedTopic", "-c", "DefaultCluster"]).await,
+            "success"
+        );
+
+        // getNamesrvConfig / updateNamesrvConfig.
+        let cfg = json(&ns, &["getNamesrvConfig"]).await;
+        assert_eq!(cfg[&ns]["orderMessageEnable"], "false", "{cfg}");
+        let out = ok(&ns, &["getNamesrvConfig"]).await;
+        assert!(
+            out.starts_with(&format!("============{ns}============\n")),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("{:<50}=  false\n", "orderMessageEnable")),
+            "{out}"
+        );
+        let out = ok(
+            &ns,
+            &[
+                "updateNamesrvConfig",
+                "-k",
+                "orderMessageEnable",
+                "-v",
+                "true",
+            ],
+        )
+        .await;
+        assert_eq!(
+            out,
+            format!("update name server config success![{ns}]\norderMessageEnable : true\n")
+        );
+        let cfg = json(&ns, &["getNamesrvConfig"]).await;
+        assert_eq!(cfg[&ns]["orderMessageEnable"], "true", "{cfg}");
+
+        // updateKvConfig / deleteKvConfig, seen through GET_KV_CONFIG (101).
+        let ns_ns = unique("OpsNs");
+        let out = ok(
+            &ns,
+            &["updateKvConfig", "-s", &ns_ns, "-k", "k1", "-v", "v1"],
+        )
+        .await;
+        assert_eq!(out, "create or update kv config to namespace success.\n");
+        let raw = RemotingClient::connect(&ns).await.expect("connect");
+        let get = RemotingCommand::new_request(rq::GET_KV_CONFIG)
+            .with_ext("namespace", &ns_ns)
+            .with_ext("key", "k1");
+        let r = raw
+            .invoke(get.clone(), Duration::from_secs(5))
+            .await
+            .expect("answered");
+        assert_eq!(r.ext("value"), Some("v1"), "{:?}", r.remark);
+        let out = ok(&ns, &["deleteKvConfig", "-s", &ns_ns, "-k", "k1"]).await;
+        assert_eq!(out, "delete kv config from namespace success.\n");
+        let r = raw
+            .invoke(get, Duration::from_secs(5))
+            .await
+            .expect("answered");
+        assert_ne!(r.code, rc::SUCCESS, "k1 is still there");
+
+        stop_broker(b);
+    });
+}

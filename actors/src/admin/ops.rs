@@ -546,7 +546,7 @@ pub async fn reset_offset_old(
                     .offset_table
                     .iter()
                     .find(|(mq, _)| mq.queue_id == q && mq.broker_name == bd.broker_name)
-                    .map(|(_, o)| o.clone())
+                    .map(|(_, o)| *o)
                     .unwrap_or_default();
                 queues.push((q, o.max_offset, o.min_offset));
             }
