@@ -4,7 +4,8 @@
 //! and mqadmin), and what each observed is compared as text after masking values no broker
 //! controls (`table::mask`). A difference fails the test unless `allowed.txt` names it with a
 //! reason. The matrix of verdicts is written to `target/conformance/matrix.md` (the README's
-//! conformance section is that file), each broker's raw observations beside it.
+//! conformance section is that file) and the summary line to `summary.txt`, each broker's masked
+//! observations beside them.
 //!
 //! Needs Java 17, Debian's libnetty-java and the reference (`.ci/run` installs the first two).
 //! Run alone: `cargo test --test conformance -- --nocapture`.
@@ -142,6 +143,7 @@ fn apache_and_actormq_look_the_same_to_every_driver() {
     }
     std::fs::write(results.join("matrix.md"), report.matrix(&scenarios)).unwrap();
     let summary = report.summary(&scenarios);
+    std::fs::write(results.join("summary.txt"), format!("{summary}\n")).unwrap();
     println!("{summary}");
     assert!(
         report.failures.is_empty(),
