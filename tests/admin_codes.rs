@@ -3,7 +3,9 @@
 //! GET/UPDATE_NAMESRV_CONFIG (319/318), DELETE_SUBSCRIPTIONGROUP (207), QUERY_CONSUME_QUEUE
 //! (321), DELETE_EXPIRED_COMMITLOG (329; 27 refused as 4.9.4 does), CLEAN_EXPIRED_CONSUMEQUEUE
 //! (306), CLEAN_UNUSED_TOPIC (316), GET_CONSUMER_RUNNING_INFO (307, forwarded to a consumer
-//! connection) and SEND_REPLY_MESSAGE_V2 (325, pushed to the requester as 326).
+//! connection) and SEND_REPLY_MESSAGE_V2 (325, pushed to the requester as 326); and those
+//! mqadmin's `producer` and `export*` commands need: GET_ALL_PRODUCER_INFO (328),
+//! GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) and the GET_BROKER_CONFIG keys `exportConfigs` reads.
 //!
 //! The consumer and the requester are [`FakeClient`]s written here: a raw remoting connection
 //! that sends a heartbeat and then answers (or not) the requests the broker sends it. Nothing
@@ -496,6 +498,110 @@ fn reply_message_is_pushed_to_the_requester_and_stored() {
                     Some("reply message properties[REPLY_TO_CLIENT] is null")
                 )
             );
+            stop_broker(b);
+        },
+    );
+}
+
+/// `mqadmin producer -b`, `exportMetadata`/`exportMetrics` and `exportConfigs` (4.9.4): every
+/// producer connection by group (GET_ALL_PRODUCER_INFO 328, the client's inner producer group
+/// too), the broker's system topic set (GET_SYSTEM_TOPIC_LIST_FROM_BROKER 305), and every key
+/// ExportConfigsCommand.needBrokerProprties copies from GET_BROKER_CONFIG.
+#[test]
+fn producer_table_system_topics_and_export_config_keys() {
+    run_bounded(
+        "producer_table_system_topics_and_export_config_keys",
+        || async {
+            let (_dir, b) = broker(&[]);
+            let c = RemotingClient::connect(&b.broker_addr).await.unwrap();
+
+            // No producer online: SUCCESS with an empty table, as 4.9.4.
+            let r = invoke(&c, RemotingCommand::new_request(rq::GET_ALL_PRODUCER_INFO)).await;
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            assert_eq!(body_json(&r)["data"], serde_json::json!({}));
+
+            let mut p = FakeClient::connect(&b.broker_addr).await;
+            p.heartbeat(&HeartbeatData {
+                client_id: "producer@1".into(),
+                producer_data_set: vec![
+                    ProducerData {
+                        group_name: "PG".into(),
+                    },
+                    ProducerData {
+                        group_name: "CLIENT_INNER_PRODUCER".into(),
+                    },
+                ],
+                ..Default::default()
+            })
+            .await;
+            let local = p.stream.local_addr().unwrap().to_string();
+            let r = invoke(&c, RemotingCommand::new_request(rq::GET_ALL_PRODUCER_INFO)).await;
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            let data = &body_json(&r)["data"];
+            for group in ["PG", "CLIENT_INNER_PRODUCER"] {
+                let list = data[group]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{group}: {data}"));
+                assert_eq!(list.len(), 1, "{data}");
+                let info = &list[0];
+                assert_eq!(info["clientId"], "producer@1");
+                assert_eq!(
+                    info["remoteIP"],
+                    format!("/{local}"),
+                    "Netty's address form"
+                );
+                assert!(info["language"].as_str().is_some_and(|l| !l.is_empty()));
+                assert!(info["version"].is_i64(), "{info}");
+                assert!(info["lastUpdateTimestamp"].as_i64().unwrap() > 1_600_000_000_000);
+            }
+
+            let r = invoke(
+                &c,
+                RemotingCommand::new_request(rq::GET_SYSTEM_TOPIC_LIST_FROM_BROKER),
+            )
+            .await;
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            let topics: Vec<String> =
+                serde_json::from_value(body_json(&r)["topicList"].clone()).unwrap();
+            for t in [
+                "TBW102",
+                "SCHEDULE_TOPIC_XXXX",
+                "RMQ_SYS_TRANS_HALF_TOPIC",
+                "OFFSET_MOVED_EVENT",
+                "SELF_TEST_TOPIC",
+                "DefaultCluster",
+                "DefaultCluster_REPLY_TOPIC",
+            ] {
+                assert!(topics.iter().any(|x| x == t), "{t} missing: {topics:?}");
+            }
+
+            let r = invoke(&c, RemotingCommand::new_request(rq::GET_BROKER_CONFIG)).await;
+            assert_eq!(r.code, rc::SUCCESS);
+            let text = String::from_utf8(r.body.to_vec()).unwrap();
+            let keys: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+                .collect();
+            for k in [
+                "brokerClusterName",
+                "brokerId",
+                "brokerName",
+                "brokerRole",
+                "fileReservedTime",
+                "filterServerNums",
+                "flushDiskType",
+                "maxMessageSize",
+                "messageDelayLevel",
+                "msgTraceTopicName",
+                "slaveReadEnable",
+                "traceOn",
+                "traceTopicEnable",
+                "useTLS",
+                "autoCreateTopicEnable",
+                "autoCreateSubscriptionGroup",
+            ] {
+                assert_eq!(keys.iter().filter(|x| **x == k).count(), 1, "{k}: {text}");
+            }
             stop_broker(b);
         },
     );

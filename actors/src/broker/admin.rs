@@ -4,6 +4,7 @@
 //! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
 //! INVOKE_BROKER_TO_RESET_OFFSET (222), DELETE_EXPIRED_COMMITLOG (329; not TRIGGER_DELETE_FILES 27,
 //! which RocketMQ 4.9.4 refuses as unsupported), GET_PRODUCER_CONNECTION_LIST (204),
+//! GET_ALL_PRODUCER_INFO (328), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305),
 //! QUERY_TOPIC_CONSUME_BY_WHO (300), GET_BROKER_CONSUME_STATS (317), VIEW_BROKER_STATS_DATA (315),
 //! and GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45) (the tables a slave copies);
 //! it also routes the codes of [`super::admin_store`] and [`super::client_call`].
@@ -31,9 +32,9 @@ use actormq_core::meta::{self, SubscriptionGroupConfig};
 use actormq_core::offset::QueueOffset;
 use actormq_core::protocol::admin::{
     BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, GroupList, OffsetWrapper,
-    ResetOffsetBody, TopicOffset, TopicStatsTable,
+    ProducerTableInfo, ResetOffsetBody, TopicOffset, TopicStatsTable,
 };
-use actormq_core::protocol::body::{parse_java_json, MessageQueue};
+use actormq_core::protocol::body::{parse_java_json, MessageQueue, TopicList};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::*;
@@ -78,6 +79,8 @@ pub const ADMIN_CODES: &[i32] = &[
     rq::INVOKE_BROKER_TO_RESET_OFFSET,
     rq::DELETE_EXPIRED_COMMITLOG,
     rq::GET_PRODUCER_CONNECTION_LIST,
+    rq::GET_ALL_PRODUCER_INFO,
+    rq::GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
     rq::QUERY_TOPIC_CONSUME_BY_WHO,
     rq::GET_BROKER_CONSUME_STATS,
     rq::GET_ALL_CONSUMER_OFFSET,
@@ -91,6 +94,67 @@ pub const ADMIN_CODES: &[i32] = &[
     // super::client_call
     rq::GET_CONSUMER_RUNNING_INFO,
 ];
+
+/// RocketMQ 4.9.4 configuration keys that ActorMQ has no setting for, with the value that
+/// describes what ActorMQ does. GET_BROKER_CONFIG lists them because mqadmin's exportConfigs
+/// (4.9.4 tools/.../command/export/ExportConfigsCommand.needBrokerProprties) copies each into a
+/// `Properties`, which throws on a missing one.
+pub const FIXED_CONFIG_ITEMS: &[(&str, &str)] = &[
+    // No filter servers are started (4.9.4 BrokerConfig default 0).
+    ("filterServerNums", "0"),
+    // The name clients trace to by default; ActorMQ creates no trace topic itself.
+    ("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC"),
+    // Every send reply carries TRACE_ON=true (processor.rs, reply.rs).
+    ("traceOn", "true"),
+    // 4.9.4 would create the trace topic at start; ActorMQ never does.
+    ("traceTopicEnable", "false"),
+    // The broker's outgoing connections (name servers, master) are plain TCP.
+    ("useTLS", "false"),
+];
+
+/// [`FIXED_CONFIG_ITEMS`] not already in `listed` (a `key=value` text), as `key=value` lines
+/// under their own heading.
+fn fixed_config_items(listed: &str) -> String {
+    let present = |k: &str| {
+        listed
+            .lines()
+            .any(|l| l.split_once('=').is_some_and(|(lk, _)| lk == k))
+    };
+    let mut out = String::new();
+    for (k, v) in FIXED_CONFIG_ITEMS.iter().filter(|(k, _)| !present(k)) {
+        if out.is_empty() {
+            out.push_str("\n# Fixed in ActorMQ\n");
+        }
+        out.push_str(&format!("{k}={v}\n"));
+    }
+    out
+}
+
+/// RocketMQ 4.9.4's system topic set as a broker answers GET_SYSTEM_TOPIC_LIST_FROM_BROKER:
+/// common/.../topic/TopicValidator's fixed set plus what broker/.../topic/TopicConfigManager adds
+/// at start (the cluster name, the broker name and the cluster's reply topic). Sorted.
+pub fn system_topic_list(cluster: &str, broker_name: &str) -> Vec<String> {
+    const FIXED: &[&str] = &[
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    ];
+    let mut out: Vec<String> = FIXED.iter().map(|t| t.to_string()).collect();
+    out.extend([
+        cluster.to_string(),
+        broker_name.to_string(),
+        format!("{cluster}_REPLY_TOPIC"),
+    ]);
+    out.sort();
+    out.dedup();
+    out
+}
 
 /// The file that keeps runtime updates across restarts.
 pub const RUNTIME_FILE: &str = "broker.runtime.properties";
@@ -411,6 +475,18 @@ impl BrokerCore {
             rq::QUERY_CONSUME_QUEUE => self.query_consume_queue(req),
             rq::GET_CONSUMER_RUNNING_INFO => self.clone().consumer_running_info(req),
             rq::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(req),
+            rq::GET_ALL_PRODUCER_INFO => self.all_producers(req),
+            rq::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => {
+                let s = self.settings.load();
+                let body = TopicList {
+                    broker_addr: None,
+                    topic_list: system_topic_list(&s.cluster, &s.broker_name),
+                };
+                Handled::Reply(match serde_json::to_vec(&body) {
+                    Ok(b) => ok(&req).with_body(b),
+                    Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                })
+            }
             rq::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(req),
             rq::GET_BROKER_CONSUME_STATS => self.clone().broker_consume_stats(req),
             rq::VIEW_BROKER_STATS_DATA => {
@@ -593,6 +669,22 @@ impl BrokerCore {
                     rc::SYSTEM_ERROR,
                     format!("the producer group[{}] not exist", h.producer_group),
                 ),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    /// Every producer connection by group (`mqadmin producer`), as 4.9.4's
+    /// AdminBrokerProcessor.getAllProducerInfo: SUCCESS with an empty table when none is online.
+    fn all_producers(&self, req: RemotingCommand) -> Handled {
+        let clients = self.clients.clone();
+        let now_ms = self.clock_ms();
+        later(async move {
+            match clients.send(clients::GetAllProducers { now_ms }).await {
+                Ok(data) => match serde_json::to_vec(&ProducerTableInfo { data }) {
+                    Ok(b) => ok(&req).with_body(b),
+                    Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                },
                 Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
             }
         })
@@ -814,7 +906,8 @@ impl BrokerCore {
     }
 
     fn get_config(&self, req: RemotingCommand) -> Handled {
-        let text = print_config_items(&self.live.config(), false);
+        let mut text = print_config_items(&self.live.config(), false);
+        text.push_str(&fixed_config_items(&text));
         let hdr = GetBrokerConfigResponseHeader {
             version: self.live.version_json(),
         };

@@ -2,8 +2,8 @@
 //! ProducerManager, ConsumerManager and RebalanceLockManager).
 //!
 //! In: [`Heartbeat`], [`UnregisterClient`], [`ConnectionClosed`], [`GetConsumerList`],
-//! [`LockBatch`], [`UnlockBatch`], [`GetConnections`], [`FindConsumer`], [`FindClient`], and a
-//! 10 s scan that drops clients silent for more than 120 s. Out: replies (the connection of a
+//! [`LockBatch`], [`UnlockBatch`], [`GetConnections`], [`GetAllProducers`], [`FindConsumer`],
+//! [`FindClient`], and a 10 s scan that drops clients silent for more than 120 s. Out: replies (the connection of a
 //! consumer or requester that the broker forwards a request to); NOTIFY_CONSUMER_IDS_CHANGED
 //! pushed to every client of a consumer group whose membership changed; a published
 //! [`SubscriptionView`] that pulls read lock-free to filter by the subscription a consumer
@@ -12,13 +12,13 @@
 //! Invariant: an ordered-consumption lock on a queue belongs to at most one client of a group and
 //! expires 60 s after its last renewal.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use actormq_core::protocol::admin::{
-    Connection as ClientConnection, ConsumerConnection, ProducerConnection,
+    Connection as ClientConnection, ConsumerConnection, ProducerConnection, ProducerInfo,
 };
 use actormq_core::protocol::body::{
     ConsumeFromWhere, ConsumeType, HeartbeatData, MessageModel, MessageQueue, SubscriptionData,
@@ -448,6 +448,48 @@ impl Serve<GetProducerConnection> for ClientRegistry {
             .map(|p| ProducerConnection {
                 connection_set: connection_set(p),
             });
+        MessageResult(out)
+    }
+}
+
+/// Every producer connection by group (GET_ALL_PRODUCER_INFO, RocketMQ 4.9.4's
+/// broker/.../client/ProducerManager.getProducerTable), groups of the client's own inner
+/// producer (CLIENT_INNER_PRODUCER) included, as there. `now_ms` is the wall clock the caller
+/// reads; a channel's last heartbeat is kept as an `Instant` and reported as epoch ms.
+pub struct GetAllProducers {
+    pub now_ms: i64,
+}
+impl Message for GetAllProducers {
+    type Result = BTreeMap<String, Vec<ProducerInfo>>;
+}
+
+impl Serve<GetAllProducers> for ClientRegistry {
+    type Reply = Reply<GetAllProducers>;
+    fn serve(&mut self, m: GetAllProducers, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let now = Instant::now();
+        let mut out = BTreeMap::new();
+        for (group, clients) in &self.producers {
+            let mut list: Vec<ProducerInfo> = clients
+                .iter()
+                .map(|(id, ch)| {
+                    let age = now.saturating_duration_since(ch.last_update).as_millis();
+                    ProducerInfo {
+                        client_id: id.clone(),
+                        language: ch.language.to_string(),
+                        last_update_timestamp: m
+                            .now_ms
+                            .saturating_sub(i64::try_from(age).unwrap_or(i64::MAX)),
+                        remote_ip: format!("/{}", ch.addr),
+                        version: ch.version,
+                    }
+                })
+                .collect();
+            if list.is_empty() {
+                continue;
+            }
+            list.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+            out.insert(group.clone(), list);
+        }
         MessageResult(out)
     }
 }
