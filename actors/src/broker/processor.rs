@@ -871,11 +871,14 @@ impl BrokerCore {
             });
         }
         let uniq = props.uniq.map(str::to_owned);
-        let msg = make(
-            req.body.clone(),
-            h.flag,
-            props.stored(h.properties, cluster),
-        );
+        // A reply keeps the requester's properties exactly as sent, WAIT included and no
+        // CLUSTER added (4.9.4 ReplyMessageProcessor sets the header's string as it is).
+        let stored = if matches!(req.code, rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2) {
+            h.properties.to_owned()
+        } else {
+            props.stored(h.properties, cluster)
+        };
+        let msg = make(req.body.clone(), h.flag, stored);
         let rx = SendBatcher::enqueue(self, msg, props.kind, arrived);
         let store_host = self.store_host;
         later(async move {
