@@ -18,99 +18,14 @@ use std::time::Duration;
 
 use actormq::remoting::client::RemotingClient;
 use actormq_core::protocol::body::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
-use actormq_core::protocol::codec::{decode_frame, encode_frame, MAX_FRAME_BYTES};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{SendHeaderNames, SendMessageRequestHeader};
-use bytes::BytesMut;
 use common::*;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Guard against a hang, not a timing.
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A raw client connection: sends requests and reads frames itself, so it sees (and answers)
-/// the requests the broker sends it.
-struct FakeClient {
-    stream: TcpStream,
-    buf: BytesMut,
-    next_opaque: i32,
-    /// Broker-initiated requests read while waiting for something else.
-    queued: Vec<RemotingCommand>,
-}
-
-impl FakeClient {
-    async fn connect(addr: &str) -> FakeClient {
-        FakeClient {
-            stream: TcpStream::connect(addr)
-                .await
-                .expect("connect to the broker"),
-            buf: BytesMut::new(),
-            next_opaque: 1000,
-            queued: Vec::new(),
-        }
-    }
-
-    async fn write(&mut self, cmd: &RemotingCommand) {
-        let mut out = BytesMut::new();
-        encode_frame(cmd, &mut out);
-        self.stream.write_all(&out).await.expect("write a frame");
-    }
-
-    async fn read(&mut self) -> RemotingCommand {
-        loop {
-            if let Some(cmd) = decode_frame(&mut self.buf, MAX_FRAME_BYTES).expect("a valid frame")
-            {
-                return cmd;
-            }
-            let n = tokio::time::timeout(LIMIT, self.stream.read_buf(&mut self.buf))
-                .await
-                .expect("a frame within the limit")
-                .expect("read");
-            assert!(n > 0, "the broker closed the connection");
-        }
-    }
-
-    /// Sends a request and returns its response (queueing broker requests read meanwhile).
-    async fn request(&mut self, cmd: RemotingCommand) -> RemotingCommand {
-        self.next_opaque += 1;
-        let opaque = self.next_opaque;
-        self.write(&cmd.with_opaque(opaque)).await;
-        loop {
-            let got = self.read().await;
-            if got.is_response() && got.opaque == opaque {
-                return got;
-            }
-            if !got.is_response() {
-                self.queued.push(got);
-            }
-        }
-    }
-
-    /// The next request from the broker with `code` (others, e.g. NOTIFY_CONSUMER_IDS_CHANGED,
-    /// are skipped).
-    async fn next_request(&mut self, code: i32) -> RemotingCommand {
-        if let Some(i) = self.queued.iter().position(|c| c.code == code) {
-            return self.queued.remove(i);
-        }
-        loop {
-            let got = self.read().await;
-            if !got.is_response() && got.code == code {
-                return got;
-            }
-        }
-    }
-
-    async fn heartbeat(&mut self, data: &HeartbeatData) {
-        let body = serde_json::to_vec(data).unwrap();
-        let resp = self
-            .request(RemotingCommand::new_request(rq::HEART_BEAT).with_body(body))
-            .await;
-        assert_eq!(resp.code, rc::SUCCESS, "heartbeat: {:?}", resp.remark);
-    }
-}
 
 async fn invoke(c: &RemotingClient, cmd: RemotingCommand) -> RemotingCommand {
     c.invoke(cmd, LIMIT).await.expect("a response")

@@ -4,6 +4,7 @@
 #![allow(dead_code, unused_imports)]
 
 use actormq::broker::testing::TestBroker;
+use actormq_core::protocol::body::HeartbeatData;
 use rocketmq_client_rust::{
     ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig,
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext,
@@ -22,6 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Hard upper bound of every test, broker start and stop included: a guard against a hang, not a
 /// timing. Generous, because one test may spawn the debug binary dozens of times and wait on
@@ -335,4 +337,108 @@ pub fn now_millis() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or_default()
+}
+
+/// How long a [`FakeClient`] waits for a frame: a guard against a hang, not a timing.
+pub const FAKE_CLIENT_LIMIT: Duration = Duration::from_secs(30);
+
+/// A raw client connection: sends requests and reads frames itself, so it sees (and answers)
+/// the requests the broker sends it.
+pub struct FakeClient {
+    pub stream: tokio::net::TcpStream,
+    buf: bytes::BytesMut,
+    next_opaque: i32,
+    /// Broker-initiated requests read while waiting for something else.
+    queued: Vec<actormq_core::protocol::command::RemotingCommand>,
+}
+
+impl FakeClient {
+    pub async fn connect(addr: &str) -> FakeClient {
+        FakeClient {
+            stream: tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connect to the broker"),
+            buf: bytes::BytesMut::new(),
+            next_opaque: 1000,
+            queued: Vec::new(),
+        }
+    }
+
+    pub async fn write(&mut self, cmd: &actormq_core::protocol::command::RemotingCommand) {
+        let mut out = bytes::BytesMut::new();
+        actormq_core::protocol::codec::encode_frame(cmd, &mut out);
+        self.stream.write_all(&out).await.expect("write a frame");
+    }
+
+    pub async fn read(&mut self) -> actormq_core::protocol::command::RemotingCommand {
+        loop {
+            if let Some(cmd) = actormq_core::protocol::codec::decode_frame(
+                &mut self.buf,
+                actormq_core::protocol::codec::MAX_FRAME_BYTES,
+            )
+            .expect("a valid frame")
+            {
+                return cmd;
+            }
+            let n = tokio::time::timeout(FAKE_CLIENT_LIMIT, self.stream.read_buf(&mut self.buf))
+                .await
+                .expect("a frame within the limit")
+                .expect("read");
+            assert!(n > 0, "the broker closed the connection");
+        }
+    }
+
+    /// Sends a request and returns its response (queueing broker requests read meanwhile).
+    pub async fn request(
+        &mut self,
+        cmd: actormq_core::protocol::command::RemotingCommand,
+    ) -> actormq_core::protocol::command::RemotingCommand {
+        self.next_opaque += 1;
+        let opaque = self.next_opaque;
+        self.write(&cmd.with_opaque(opaque)).await;
+        loop {
+            let got = self.read().await;
+            if got.is_response() && got.opaque == opaque {
+                return got;
+            }
+            if !got.is_response() {
+                self.queued.push(got);
+            }
+        }
+    }
+
+    /// The next request from the broker with `code` (others, e.g. NOTIFY_CONSUMER_IDS_CHANGED,
+    /// are skipped).
+    pub async fn next_request(
+        &mut self,
+        code: i32,
+    ) -> actormq_core::protocol::command::RemotingCommand {
+        if let Some(i) = self.queued.iter().position(|c| c.code == code) {
+            return self.queued.remove(i);
+        }
+        loop {
+            let got = self.read().await;
+            if !got.is_response() && got.code == code {
+                return got;
+            }
+        }
+    }
+
+    pub async fn heartbeat(&mut self, data: &HeartbeatData) {
+        let body = serde_json::to_vec(data).unwrap();
+        let resp = self
+            .request(
+                actormq_core::protocol::command::RemotingCommand::new_request(
+                    actormq_core::protocol::codes::request_code::HEART_BEAT,
+                )
+                .with_body(body),
+            )
+            .await;
+        assert_eq!(
+            resp.code,
+            actormq_core::protocol::codes::response_code::SUCCESS,
+            "heartbeat: {:?}",
+            resp.remark
+        );
+    }
 }
