@@ -20,98 +20,30 @@ use actormq_core::format::msg_id::offset_msg_id;
 use actormq_core::format::properties;
 use actormq_core::format::record::{self, Check};
 use actormq_core::protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
-use actormq_core::protocol::codec::{decode_frame, encode_frame, MAX_FRAME_BYTES};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
-use bytes::BytesMut;
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-/// Guard against a hang, not a timing.
-const LIMIT: Duration = Duration::from_secs(30);
-
-struct FakeClient {
-    stream: TcpStream,
-    buf: BytesMut,
-    next_opaque: i32,
-    queued: Vec<RemotingCommand>,
-}
-
-impl FakeClient {
-    async fn connect(addr: &str) -> FakeClient {
-        FakeClient {
-            stream: TcpStream::connect(addr).await.expect("connect"),
-            buf: BytesMut::new(),
-            next_opaque: 1000,
-            queued: Vec::new(),
-        }
-    }
-
-    async fn read(&mut self) -> RemotingCommand {
-        loop {
-            if let Some(cmd) = decode_frame(&mut self.buf, MAX_FRAME_BYTES).expect("a valid frame")
-            {
-                return cmd;
-            }
-            let n = tokio::time::timeout(LIMIT, self.stream.read_buf(&mut self.buf))
-                .await
-                .expect("a frame within the limit")
-                .expect("read");
-            assert!(n > 0, "the broker closed the connection");
-        }
-    }
-
-    async fn request(&mut self, cmd: RemotingCommand) -> RemotingCommand {
-        self.next_opaque += 1;
-        let opaque = self.next_opaque;
-        let mut out = BytesMut::new();
-        encode_frame(&cmd.with_opaque(opaque), &mut out);
-        self.stream.write_all(&out).await.expect("write");
-        loop {
-            let got = self.read().await;
-            if got.is_response() && got.opaque == opaque {
-                return got;
-            }
-            if !got.is_response() {
-                self.queued.push(got);
-            }
-        }
-    }
-
-    async fn next_request(&mut self, code: i32) -> RemotingCommand {
-        if let Some(i) = self.queued.iter().position(|c| c.code == code) {
-            return self.queued.remove(i);
-        }
-        loop {
-            let got = self.read().await;
-            if !got.is_response() && got.code == code {
-                return got;
-            }
-        }
-    }
-
-    /// A consumer heartbeat for `group`, announcing `MQVersion` ordinal `version`.
-    async fn heartbeat(&mut self, client_id: &str, group: &str, topic: &str, version: i32) {
-        let data = HeartbeatData {
-            client_id: client_id.into(),
-            consumer_data_set: vec![ConsumerData {
-                group_name: group.into(),
-                subscription_data_set: vec![SubscriptionData {
-                    topic: topic.into(),
-                    sub_string: "*".into(),
-                    ..Default::default()
-                }],
+/// A consumer heartbeat for `group`, announcing `MQVersion` ordinal `version`.
+async fn heartbeat(c: &mut FakeClient, client_id: &str, group: &str, topic: &str, version: i32) {
+    let data = HeartbeatData {
+        client_id: client_id.into(),
+        consumer_data_set: vec![ConsumerData {
+            group_name: group.into(),
+            subscription_data_set: vec![SubscriptionData {
+                topic: topic.into(),
+                sub_string: "*".into(),
                 ..Default::default()
             }],
             ..Default::default()
-        };
-        let mut cmd = RemotingCommand::new_request(rq::HEART_BEAT)
-            .with_body(serde_json::to_vec(&data).unwrap());
-        cmd.version = version;
-        let r = self.request(cmd).await;
-        assert_eq!(r.code, rc::SUCCESS, "heartbeat: {:?}", r.remark);
-    }
+        }],
+        ..Default::default()
+    };
+    let mut cmd =
+        RemotingCommand::new_request(rq::HEART_BEAT).with_body(serde_json::to_vec(&data).unwrap());
+    cmd.version = version;
+    let r = c.request(cmd).await;
+    assert_eq!(r.code, rc::SUCCESS, "heartbeat: {:?}", r.remark);
 }
 
 fn create_topic(topic: &str, queues: u32) -> RemotingCommand {
@@ -174,6 +106,25 @@ fn query_offset(group: &str, topic: &str) -> RemotingCommand {
         .with_ext("queueId", "0")
 }
 
+/// Waits (bounded) until consumers can see `n` messages in `topic` queue 0: a SEND is answered
+/// before its ConsumeQueue unit is written, and a pull or reset reads the queue.
+async fn dispatched(c: &mut FakeClient, topic: &str, n: i64) {
+    for _ in 0..1000 {
+        let r = c
+            .request(
+                RemotingCommand::new_request(rq::GET_MAX_OFFSET)
+                    .with_ext("topic", topic)
+                    .with_ext("queueId", "0"),
+            )
+            .await;
+        if r.ext("offset").and_then(|o| o.parse::<i64>().ok()) >= Some(n) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{topic} queue 0 never showed {n} messages");
+}
+
 /// The one record a pull of `topic` queue 0 from `offset` returns, waiting until there is one.
 #[derive(Debug)]
 struct Stored {
@@ -233,6 +184,7 @@ fn reset_offset_answers_as_broker2client_does() {
             let r = c.request(send(&topic, "", &format!("m{i}"))).await;
             assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         }
+        dispatched(&mut c, &topic, 3).await;
         // A group known only by its offsets (as cloneGroupOffset leaves one).
         let group = unique("GReset");
         let r = c.request(commit(&group, &topic, 3)).await;
@@ -265,7 +217,7 @@ fn reset_offset_answers_as_broker2client_does() {
 
         // A consumer older than V3_0_7_SNAPSHOT cannot take the push.
         let mut old = FakeClient::connect(&b.broker_addr).await;
-        old.heartbeat("old@1", &group, &topic, 5).await;
+        heartbeat(&mut old, "old@1", &group, &topic, 5).await;
         let r = c.request(reset(&topic, &group, 0)).await;
         assert_eq!(r.code, rc::SYSTEM_ERROR);
         assert_eq!(
@@ -284,7 +236,7 @@ fn reset_offset_answers_as_broker2client_does() {
 
         // Online: the table is pushed and answered.
         let mut consumer = FakeClient::connect(&b.broker_addr).await;
-        consumer.heartbeat("new@1", &group, &topic, 401).await;
+        heartbeat(&mut consumer, "new@1", &group, &topic, 401).await;
         let r = c.request(reset(&topic, &group, 0)).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         let table = String::from_utf8_lossy(&r.body).into_owned();
@@ -312,6 +264,7 @@ fn a_pull_past_the_end_stores_an_offset_moved_event() {
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         let r = c.request(send(&topic, "", "only")).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        dispatched(&mut c, &topic, 1).await;
         let r = c.request(pull("GMoved", &topic, 7)).await;
         assert_eq!(r.code, rc::PULL_OFFSET_MOVED, "{:?}", r.remark);
         let event = pull_one(&mut c, "OFFSET_MOVED_EVENT", 0).await;
