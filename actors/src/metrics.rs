@@ -170,19 +170,10 @@ impl TypeScan {
 /// RocketMQ's `TopicValidator.isSystemTopic`, plus the topics a broker adds to that set at start
 /// (its cluster name, its broker name and the cluster's reply topic).
 fn is_system_topic(topic: &str, extra: &[String]) -> bool {
-    const SYSTEM: &[&str] = &[
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "SCHEDULE_TOPIC_XXXX_V2",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    ];
-    SYSTEM.contains(&topic) || topic.starts_with("rmq_sys_") || extra.iter().any(|t| t == topic)
+    actormq_core::store::validate::SYSTEM_TOPICS.contains(&topic)
+        // 5.x timer messages' schedule topic.
+        || topic == "SCHEDULE_TOPIC_XXXX_V2"
+        || topic.starts_with("rmq_sys_") || extra.iter().any(|t| t == topic)
 }
 
 /// RocketMQ's `MixAll.isSysConsumerGroup`.

@@ -7,6 +7,19 @@ use super::status::{PutError, PutStatus};
 /// RocketMQ's `TopicValidator` length limit.
 pub const MAX_TOPIC_LENGTH: usize = 127;
 
+/// RocketMQ 4.9.4's `TopicValidator` system topic set (common/.../topic/TopicValidator.java).
+pub const SYSTEM_TOPICS: &[&str] = &[
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
 /// Topics only the broker itself writes.
 pub const FORBIDDEN_TOPICS: &[&str] = &[
     "SCHEDULE_TOPIC_XXXX",

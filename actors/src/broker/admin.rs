@@ -134,18 +134,10 @@ fn fixed_config_items(listed: &str) -> String {
 /// common/.../topic/TopicValidator's fixed set plus what broker/.../topic/TopicConfigManager adds
 /// at start (the cluster name, the broker name and the cluster's reply topic). Sorted.
 pub fn system_topic_list(cluster: &str, broker_name: &str) -> Vec<String> {
-    const FIXED: &[&str] = &[
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    ];
-    let mut out: Vec<String> = FIXED.iter().map(|t| t.to_string()).collect();
+    let mut out: Vec<String> = actormq_core::store::validate::SYSTEM_TOPICS
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
     out.extend([
         cluster.to_string(),
         broker_name.to_string(),
