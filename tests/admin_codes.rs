@@ -109,6 +109,16 @@ fn store_admin_codes_answer_as_rocketmq() {
             .with_ext("perm", "6")
             .with_ext("topicFilterType", "SINGLE_TAG");
         assert_eq!(invoke(&c, create).await.code, rc::SUCCESS);
+        // Answered only once the name server has the topic (as 4.9.4's updateAndCreateTopic
+        // after registerIncrementBrokerData): a route asked for right away finds it.
+        let ns = RemotingClient::connect(&b.namesrv_addr).await.unwrap();
+        let route =
+            RemotingCommand::new_request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic);
+        assert_eq!(
+            invoke(&ns, route).await.code,
+            rc::SUCCESS,
+            "route right after create"
+        );
         let mut sizes = Vec::new();
         for i in 0..3 {
             let send = RemotingCommand::new_request(rq::SEND_MESSAGE)

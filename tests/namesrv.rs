@@ -265,12 +265,32 @@ async fn register_now_publishes_a_new_topic() {
             .insert("New".into(), TopicConfig::new("New", 2, 2, 6));
         t.data_version.next(1_700_000_000_001);
     }
-    reg.send(RegisterNow).await.unwrap();
+    reg.send(RegisterNow(None)).await.unwrap();
     eventually("New's route", || async { ns.route("New").await.is_some() }).await;
     assert_eq!(
         ns.route("New").await.unwrap().queue_datas[0].read_queue_nums,
         2
     );
+    // With a waiter: answered only once the name server has the table as it was when asked, so
+    // a route read right after sees the topic (what UPDATE_AND_CREATE_TOPIC waits for).
+    for i in 0..20i64 {
+        let name = format!("Waited{i}");
+        {
+            let mut t = topics.lock().unwrap();
+            t.topic_config_table
+                .insert(name.clone(), TopicConfig::new(&name, 1, 1, 6));
+            t.data_version.next(1_700_000_000_002 + i);
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // Back to back with a plain trigger, so the waiter often meets a registration in flight.
+        reg.try_notify(RegisterNow(None));
+        reg.send(RegisterNow(Some(tx))).await.unwrap();
+        rx.await.expect("the registrar answers its waiter");
+        assert!(
+            ns.route(&name).await.is_some(),
+            "{name} routed once answered"
+        );
+    }
 }
 
 #[actix::test]

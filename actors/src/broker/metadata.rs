@@ -89,8 +89,14 @@ pub struct Metadata {
     offsets: ConsumerOffsets,
     offsets_dirty: bool,
     view: MetaView,
-    on_topic_change: Option<Box<dyn Fn() + Send + 'static>>,
+    on_topic_change: Option<TopicHook>,
 }
+
+/// Told of every topic change; returns a receiver answered once the name servers have the new
+/// table (the registrar's [`super::registrar::RegisterNow`] waiter).
+pub type TopicHook = Box<dyn Fn() -> Registered + Send + 'static>;
+/// Answered when the name servers have registered a topic change (an error = nobody listens).
+pub type Registered = tokio::sync::oneshot::Receiver<()>;
 
 /// A table from its file, or its `.bak` (see [`load_with_backup`]); neither = empty.
 fn load_json<T: Default + for<'de> serde::Deserialize<'de>>(path: &Path) -> std::io::Result<T> {
@@ -133,7 +139,7 @@ impl Metadata {
     }
 
     /// Called after any topic change (the registrar re-registers with the name servers).
-    pub fn on_topic_change(&mut self, f: Box<dyn Fn() + Send + 'static>) {
+    pub fn on_topic_change(&mut self, f: TopicHook) {
         self.on_topic_change = Some(f);
     }
 
@@ -176,16 +182,18 @@ impl Metadata {
     }
 
     fn topics_changed(&mut self) -> std::io::Result<()> {
+        self.topics_changed_then().map(drop)
+    }
+
+    /// As [`Self::topics_changed`], returning when the name servers will have the change.
+    fn topics_changed_then(&mut self) -> std::io::Result<Option<Registered>> {
         self.topics.data_version.next(self.clock.now_ms());
         self.publish();
         write_with_backup(
             &self.dir.join("topics.json"),
             meta::to_json(&self.topics).as_bytes(),
         )?;
-        if let Some(f) = &self.on_topic_change {
-            f();
-        }
-        Ok(())
+        Ok(self.on_topic_change.as_ref().map(|f| f()))
     }
 
     fn groups_changed(&mut self) -> std::io::Result<()> {
@@ -249,14 +257,16 @@ impl Serve<EnsureTopic> for Metadata {
     }
 }
 
-/// Creates or updates a topic (UPDATE_AND_CREATE_TOPIC).
+/// Creates or updates a topic (UPDATE_AND_CREATE_TOPIC). Answered once the name servers have
+/// the new table, as RocketMQ's AdminBrokerProcessor answers after
+/// `registerIncrementBrokerData`: a client routing right after `mqadmin updateTopic` finds it.
 pub struct CreateTopic(pub TopicConfig);
 impl Message for CreateTopic {
     type Result = std::io::Result<()>;
 }
 
 impl Serve<CreateTopic> for Metadata {
-    type Reply = std::io::Result<()>;
+    type Reply = ResponseFuture<std::io::Result<()>>;
     fn serve(&mut self, m: CreateTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
         tracing::info!(topic = %m.0.topic_name, read = m.0.read_queue_nums, write = m.0.write_queue_nums, perm = m.0.perm, "topic created or updated");
         let mut t = m.0;
@@ -270,7 +280,13 @@ impl Serve<CreateTopic> for Metadata {
         self.topics
             .topic_config_table
             .insert(t.topic_name.clone(), t);
-        self.topics_changed()
+        let registered = self.topics_changed_then();
+        Box::pin(async move {
+            if let Some(rx) = registered? {
+                let _ = rx.await;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -313,7 +313,9 @@ pub async fn start(
     }
     let reg = registrar.clone();
     meta.on_topic_change(Box::new(move || {
-        reg.try_notify(RegisterNow);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        reg.try_notify(RegisterNow(Some(tx)));
+        rx
     }));
     let meta_arb = actix::Arbiter::new();
     let meta_ref = start_on(Some(&meta_arb.handle()), meta);
@@ -381,7 +383,7 @@ pub async fn start(
     let connections = ConnectionThreads::start(threads, Arc::new(factory));
     let accept = actix_rt::spawn(connections.serve(listener));
     let metrics_server = MetricsServer::start(metrics_listener, ip, scrape)?;
-    registrar.try_notify(RegisterNow);
+    registrar.try_notify(RegisterNow(None));
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         broker = %store_host,

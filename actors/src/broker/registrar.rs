@@ -2,8 +2,8 @@
 //! (spec §12), as RocketMQ's `BrokerController.registerBrokerAll` does.
 //!
 //! Owns one [`RemotingClient`] per name server address and that server's registration status.
-//! In: its own period tick, [`RegisterNow`] (a topic was created), [`UnregisterAll`] (clean
-//! shutdown), [`GetRegistrations`]. Out: REGISTER_BROKER (103) / UNREGISTER_BROKER (104) requests.
+//! In: its own period tick, [`RegisterNow`] (a topic was created; optionally with a waiter),
+//! [`UnregisterAll`] (clean shutdown), [`GetRegistrations`]. Out: REGISTER_BROKER (103) / UNREGISTER_BROKER (104) requests.
 //!
 //! Invariants:
 //! * Registers at start, then every `period`, then at once on [`RegisterNow`]. Each request
@@ -14,6 +14,11 @@
 //!   the others nor the actor's mailbox. At most one registration per name server is in flight;
 //!   triggers arriving meanwhile collapse into one more registration when it ends (with the
 //!   topics as they are then).
+//! * A [`RegisterNow`] waiter is answered when every name server has answered (or failed) a
+//!   registration that started after the trigger arrived, so it carries the table as it was
+//!   then or newer — as RocketMQ's `updateAndCreateTopic` answers only after
+//!   `registerIncrementBrokerData` (AdminBrokerProcessor.java), so a client that routes right
+//!   after `mqadmin updateTopic` finds the topic.
 //! * A failed request drops that server's client (the next attempt reconnects); a failure is
 //!   logged once per failure streak, and the recovery once.
 //! * After [`UnregisterAll`] nothing registers again: a tick must not resurrect a broker that
@@ -60,8 +65,11 @@ pub struct BrokerIdentity {
 pub type TopicSource = Arc<dyn Fn() -> TopicTable + Send + Sync>;
 
 /// Register with every name server now (a topic was created or changed). The topic table's
-/// dataVersion must have moved, or name servers keep the queue data they have.
-pub struct RegisterNow;
+/// dataVersion must have moved, or name servers keep the queue data they have. The sender, if
+/// any, is answered once every name server has answered a registration started after this
+/// message (or failed it); dropping it unanswered means the registrar is gone.
+#[derive(Default)]
+pub struct RegisterNow(pub Option<tokio::sync::oneshot::Sender<()>>);
 impl Message for RegisterNow {
     type Result = ();
 }
@@ -100,7 +108,22 @@ struct Target {
     in_flight: bool,
     /// A trigger arrived while a registration was in flight.
     again: bool,
+    /// Waiters for the registration in flight, and for the next one.
+    waiting_now: Vec<Arc<Waiter>>,
+    waiting_next: Vec<Arc<Waiter>>,
     status: NamesrvStatus,
+}
+
+/// One [`RegisterNow`] waiter, shared by every target: answered when the last target lets go of
+/// it (its `Drop`).
+struct Waiter(Option<tokio::sync::oneshot::Sender<()>>);
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
 }
 
 pub struct Registrar {
@@ -136,6 +159,8 @@ impl Registrar {
                 client: None,
                 in_flight: false,
                 again: false,
+                waiting_now: Vec::new(),
+                waiting_next: Vec::new(),
                 status: NamesrvStatus {
                     addr,
                     ..NamesrvStatus::default()
@@ -209,8 +234,19 @@ impl Registrar {
     }
 
     fn register_all(&mut self, ctx: &mut Context<Metered<Self>>) {
+        self.register_all_for(None, ctx);
+    }
+
+    /// Registers with every target; `waiter` (if any) is answered when each has answered a
+    /// registration started from here on (dropping the last clone answers it).
+    fn register_all_for(&mut self, waiter: Option<Arc<Waiter>>, ctx: &mut Context<Metered<Self>>) {
         if self.unregistered {
             return;
+        }
+        if let Some(w) = waiter {
+            for t in &mut self.targets {
+                t.waiting_next.push(w.clone());
+            }
         }
         let req = match self.register_request() {
             Ok(r) => r,
@@ -234,6 +270,7 @@ impl Registrar {
             return;
         }
         t.in_flight = true;
+        t.waiting_now = std::mem::take(&mut t.waiting_next);
         let client = t.client.clone().filter(|c| !c.is_closed());
         let addr = t.status.addr.clone();
         let timeout = self.timeout;
@@ -251,6 +288,7 @@ impl Registrar {
         };
         t.in_flight = false;
         t.client = client;
+        t.waiting_now.clear();
         let s = &mut t.status;
         let error = match result {
             Ok(resp) if resp.code == response_code::SUCCESS => {
@@ -371,8 +409,8 @@ impl Service for Registrar {
 
 impl Serve<RegisterNow> for Registrar {
     type Reply = ();
-    fn serve(&mut self, _: RegisterNow, ctx: &mut Context<Metered<Self>>) {
-        self.register_all(ctx);
+    fn serve(&mut self, m: RegisterNow, ctx: &mut Context<Metered<Self>>) {
+        self.register_all_for(m.0.map(|tx| Arc::new(Waiter(Some(tx)))), ctx);
     }
 }
 
