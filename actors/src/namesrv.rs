@@ -12,12 +12,13 @@
 //!   [`RegisterBroker`], [`UnregisterBroker`], [`RegisterTopic`], [`ConnectionClosed`],
 //!   [`GetRoute`], [`GetClusterInfo`], [`GetAllTopics`], [`DeleteTopic`], [`SetWritePerm`],
 //!   [`PutKvConfig`], [`GetKvConfig`], [`DeleteKvConfig`], [`GetKvList`], [`NamesrvConfigRequest`],
+//!   [`QueryDataVersion`], [`GetTopicList`],
 //!   and its own scan tick. Out: replies only — it never sends anything. Its only blocking work
 //!   is writing `kvConfig.json` after a KV change and the configuration after an update (rare
 //!   admin requests; RocketMQ writes them under its lock the same way).
 //! * [`NamesrvProcessor`] maps remoting requests (100, 101, 102, 103, 104, 105, 106, 205, 206,
-//!   216, 217, 219, 318, 319, 327; everything else ⇒ REQUEST_CODE_NOT_SUPPORTED) onto those
-//!   messages. It decodes and validates on the connection's thread and hands the registry
+//!   216, 217, 219, 318, 319, 327, and in [`queries`] 224, 304, 311, 312, 313, 322; everything
+//!   else ⇒ REQUEST_CODE_NOT_SUPPORTED) onto those messages. It decodes and validates on the connection's thread and hands the registry
 //!   already-parsed values, so the registry's handlers are table updates.
 //! * [`start_namesrv`] loads the KV table and wires both onto the current actix system;
 //!   [`NamesrvHandle`] is what the caller keeps.
@@ -61,6 +62,9 @@ use crate::metered::{start_on, ActorRef, Metered, Reply, Serve, Service};
 use crate::namesrv_config::NamesrvConfig;
 use crate::namesrv_kv::{KvConfigTable, NAMESPACE_ORDER_TOPIC_CONFIG};
 use crate::remoting::server::{serve, ConnInfo, Handled, Processor};
+
+mod queries;
+pub use queries::{DataVersionAnswer, GetTopicList, QueryDataVersion, TopicListQuery};
 
 /// RocketMQ's `scanNotActiveBrokerInterval` (5.x).
 pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(5);
@@ -1011,6 +1015,12 @@ impl Processor for NamesrvProcessor {
                 };
                 self.ask(&req, msg, |answer, _| answer)
             }
+            request_code::QUERY_DATA_VERSION => self.query_data_version(&req),
+            request_code::GET_TOPICS_BY_CLUSTER
+            | request_code::GET_SYSTEM_TOPIC_LIST_FROM_NS
+            | request_code::GET_UNIT_TOPIC_LIST
+            | request_code::GET_HAS_UNIT_SUB_TOPIC_LIST
+            | request_code::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => self.topic_list_query(&req),
             request_code::PUT_KV_CONFIG
             | request_code::GET_KV_CONFIG
             | request_code::DELETE_KV_CONFIG

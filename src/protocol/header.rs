@@ -740,6 +740,32 @@ header! {
     }
 }
 
+header! {
+    /// QUERY_DATA_VERSION (322), broker → name server; body the broker's `DataVersion`. Every
+    /// field is required, as 4.9.4's `@CFNotNull`s.
+    pub struct QueryDataVersionRequestHeader {
+        broker_name: String => "brokerName",
+        broker_addr: String => "brokerAddr",
+        cluster_name: String => "clusterName",
+        broker_id: i64 => "brokerId",
+    }
+}
+
+header! {
+    /// QUERY_DATA_VERSION's answer: whether the broker's `DataVersion` differs from the one the
+    /// name server holds (or it holds none).
+    pub struct QueryDataVersionResponseHeader {
+        changed: bool => "changed",
+    }
+}
+
+header! {
+    /// GET_TOPICS_BY_CLUSTER (224).
+    pub struct GetTopicsByClusterRequestHeader {
+        cluster: String => "cluster",
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Admin (mqadmin, Dashboard, `actormq admin`)
 
