@@ -386,3 +386,66 @@ fn print_reference_answers() {
         }
     });
 }
+
+/// `actormq admin consumerStatus -g -i` reads the consumer's own report through the broker
+/// (GET_CONSUMER_RUNNING_INFO forwarded to the client) and prints Java's `formatString`.
+#[test]
+fn admin_consumer_status_prints_the_consumer_s_report() {
+    run_bounded("admin_consumer_status", || async {
+        use actormq::admin::client::AdminClient;
+        use actormq::admin::status::consumer_status;
+        use actormq_core::protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
+        let (_dir, b) = broker(&[]);
+        let mut consumer = FakeClient::connect(&b.broker_addr).await;
+        consumer
+            .heartbeat(&HeartbeatData {
+                client_id: "fake@1".into(),
+                consumer_data_set: vec![ConsumerData {
+                    group_name: "StatusG".into(),
+                    subscription_data_set: vec![SubscriptionData {
+                        topic: "StatusTopic".into(),
+                        sub_string: "*".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .await;
+        let admin = AdminClient::new(&b.namesrv_addr, Duration::from_secs(5));
+        // The group's %RETRY% topic reaches the name server in the background.
+        let start = Instant::now();
+        while admin.route("%RETRY%StatusG").await.is_err() {
+            assert!(start.elapsed() < common::TEST_LIMIT / 2, "no %RETRY% route");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let body = br#"{"mqTable":{{"brokerName":"broker-a","queueId":0,"topic":"StatusTopic"}:{"commitOffset":5}},"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"},"statusTable":{"StatusTopic":{"pullTPS":1.5}},"subscriptionSet":[{"subString":"*","topic":"StatusTopic"}]}"#;
+        let asking = consumer_status(
+            &admin,
+            "StatusG",
+            Some("fake@1"),
+            Some(&b.broker_addr),
+            false,
+            true,
+        );
+        let answering = async {
+            let fwd = consumer.next_request(rq::GET_CONSUMER_RUNNING_INFO).await;
+            let answer = RemotingCommand::response_to(&fwd, rc::SUCCESS, None);
+            consumer.write(&answer.with_body(&body[..])).await;
+        };
+        let (out, ()) = tokio::join!(asking, answering);
+        let out = out.expect("consumerStatus");
+        let report = out["report"].as_str().unwrap();
+        let offsets = format!(
+            "#Consumer Offset#\n{:<64}  {:<32}  {:<4}  {:<20}\n{:<32}  {:<32}  {:<4}  {:<20}\n",
+            "#Topic", "#Broker Name", "#QID", "#Consumer Offset", "StatusTopic", "broker-a", 0, 5
+        );
+        assert!(report.contains(&offsets), "{report}");
+        assert!(report.contains("001 Topic: StatusTopic"), "{report}");
+        assert!(
+            report.contains(&format!("{:<32}  {:>14.2}", "StatusTopic", 0.0)),
+            "{report}"
+        );
+        stop_broker(b);
+    });
+}

@@ -383,7 +383,7 @@ fn json_str(v: &str) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into())
 }
 
-fn mq_keys<V>(table: BTreeMap<String, V>) -> Result<Vec<(MessageQueue, V)>, String> {
+pub(super) fn mq_keys<V>(table: BTreeMap<String, V>) -> Result<Vec<(MessageQueue, V)>, String> {
     table
         .into_iter()
         .map(|(k, v)| {

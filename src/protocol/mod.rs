@@ -12,6 +12,8 @@
 //! * [`fastjson`] — fastjson's leniencies when reading bodies and its bare integer keys when
 //!   writing them.
 //! * [`batch`] — the SEND_BATCH_MESSAGE body.
+//! * [`consumer_status`] — what a consumer reports about itself (`consumerStatus`,
+//!   `getConsumerStatus`).
 //! * [`ha`] — the master/slave replication stream on `haListenPort` (not remoting frames).
 //!
 //! Invariants of the whole module: no I/O, no runtime, no shared state — a connection actor
@@ -26,6 +28,7 @@ pub mod body;
 pub mod codec;
 pub mod codes;
 pub mod command;
+pub mod consumer_status;
 pub mod faq;
 pub mod fastjson;
 pub mod ha;

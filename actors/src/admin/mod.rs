@@ -13,6 +13,7 @@
 pub mod client;
 pub mod ops;
 pub mod show;
+pub mod status;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -379,6 +380,29 @@ pub enum AdminCommand {
         /// Accepted as mqadmin 4.9.4 accepts it; it changes nothing there either.
         #[arg(short = 'o', long)]
         offline: Option<String>,
+    },
+    /// A consumer's own report, relayed by a broker (203, then 307 per client); without -i
+    /// each client's report goes to `<now>/<clientId>`.
+    ConsumerStatus {
+        #[arg(short = 'g', long = "consumerGroup")]
+        group: String,
+        #[arg(short = 'i', long = "clientId")]
+        client_id: Option<String>,
+        /// Broker to ask for the group's connections.
+        #[arg(short = 'b', long = "brokerAddr")]
+        broker: Option<String>,
+        /// Ask the consumer for its thread dump.
+        #[arg(short = 's', long = "jstack")]
+        jstack: bool,
+    },
+    /// Each client's offsets of a topic, collected by the topic's first broker (223).
+    GetConsumerStatus {
+        #[arg(short = 'g', long = "group")]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'i', long = "originClientId", default_value = "")]
+        origin_client_id: String,
     },
     /// Delete a name-server KV config on each name server (102).
     DeleteKvConfig {
@@ -770,6 +794,29 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         AdminCommand::CloneGroupOffset {
             src, dest, topic, ..
         } => Some(ops::clone_group_offset(&admin, &src, &dest, &topic).await?),
+        AdminCommand::ConsumerStatus {
+            group,
+            client_id,
+            broker,
+            jstack,
+        } => Some(
+            status::consumer_status(
+                &admin,
+                &group,
+                client_id.as_deref(),
+                broker.as_deref(),
+                jstack,
+                json,
+            )
+            .await?,
+        ),
+        AdminCommand::GetConsumerStatus {
+            group,
+            topic,
+            origin_client_id,
+        } => Some(
+            status::get_consumer_status(&admin, &group, &topic, &origin_client_id, json).await?,
+        ),
         AdminCommand::DeleteKvConfig { namespace, key } => {
             Some(ops::kv_config(&admin, &namespace, &key, None).await?)
         }
