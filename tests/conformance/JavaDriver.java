@@ -62,6 +62,8 @@ public class JavaDriver {
     static NettyRemotingClient raw;
     /** Push consumers left running between steps (`start-push`), by name. */
     static final Map<String, DefaultMQPushConsumer> running = new HashMap<>();
+    /** What each running consumer started with `collect` or `orderly` received, in order. */
+    static final Map<String, ConcurrentLinkedQueue<MessageExt>> collected = new HashMap<>();
     /** Client instance names count up, so client ids are the same in every run. */
     static int instances;
 
@@ -69,6 +71,11 @@ public class JavaDriver {
         namesrv = args[0];
         broker = args[1];
         System.setProperty("rocketmq.namesrv.addr", namesrv);
+        // A topic a consumer learns of after it started (a group's %RETRY% topic, created by its
+        // first heartbeat) is routed at the next name-server poll and assigned at the next
+        // rebalance: 30 s and 20 s by default, so whether a retry came back within a step's
+        // limit was luck on either broker. Both at 1 s make it a matter of seconds.
+        System.setProperty("rocketmq.client.rebalance.waitInterval", "1000");
         // The client's own log lines go to stderr; stdout carries only the protocol.
         System.setOut(System.err);
         // mqadmin's option parser exits the JVM on an option it does not know; that must end
@@ -134,6 +141,8 @@ public class JavaDriver {
             case "wait-ready": waitReady(); break;
             case "admin-route": adminRoute(a); break;
             case "admin-cluster": adminCluster(); break;
+            case "wait-balanced": waitBalanced(a); break;
+            case "wait-trace": waitTrace(a); break;
             default: OUT.println("unknown step " + w[0]);
         }
     }
@@ -141,7 +150,8 @@ public class JavaDriver {
     static DefaultMQProducer producer(String group) throws Exception {
         DefaultMQProducer p = producers.get(group);
         if (p == null) {
-            p = new DefaultMQProducer(group);
+            // A group named ...Trace sends message traces (to RMQ_SYS_TRACE_TOPIC).
+            p = new DefaultMQProducer(group, group.endsWith("Trace"));
             p.setNamesrvAddr(namesrv);
             p.setInstanceName("conf-" + group);
             p.setSendMsgTimeout(10000);
@@ -314,6 +324,7 @@ public class JavaDriver {
         c.setNamesrvAddr(namesrv);
         c.setInstanceName("conf-push-" + (++instances));
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setPollNameServerInterval(1000);
         if (a.containsKey("broadcast")) c.setMessageModel(MessageModel.BROADCASTING);
         c.subscribe(a.get("topic"), a.getOrDefault("expr", "*"));
         ConcurrentLinkedQueue<MessageExt> got = new ConcurrentLinkedQueue<>();
@@ -386,9 +397,18 @@ public class JavaDriver {
         c.setNamesrvAddr(namesrv);
         c.setInstanceName("conf-live-" + (++instances));
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setPollNameServerInterval(1000);
         c.subscribe(a.get("topic"), a.getOrDefault("expr", "*"));
         boolean reply = a.containsKey("reply");
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+        ConcurrentLinkedQueue<MessageExt> got = new ConcurrentLinkedQueue<>();
+        if (a.containsKey("collect") || a.containsKey("orderly")) collected.put(a.get("name"), got);
+        if (a.containsKey("orderly")) {
+            c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+                got.addAll(msgs);
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
+        } else c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            got.addAll(msgs);
             for (MessageExt m : msgs) {
                 if (!reply) continue;
                 try {
@@ -420,6 +440,83 @@ public class JavaDriver {
             c.shutdown();
         }
         OUT.println("stopped " + (c != null));
+        ConcurrentLinkedQueue<MessageExt> got = collected.remove(a.get("name"));
+        if (got != null) {
+            List<MessageExt> inOrder = new ArrayList<>(got);
+            OUT.println("received=" + inOrder.size() + " inQueueOrder=" + inQueueOrder(inOrder));
+            printSorted(inOrder);
+        }
+    }
+
+    /** Each queue's messages arrived in queue-offset order, none twice. */
+    static boolean inQueueOrder(List<MessageExt> msgs) {
+        Map<Integer, Long> last = new HashMap<>();
+        for (MessageExt m : msgs) {
+            Long before = last.put(m.getQueueId(), m.getQueueOffset());
+            if (before != null && before >= m.getQueueOffset()) return false;
+        }
+        return true;
+    }
+
+    /**
+     * Waits (bounded) until the named running consumers together hold every read queue of the
+     * topic, none twice, each locked on the broker if the consumer is orderly; prints which queues
+     * each holds. With RocketMQ's default allocation (averagely, over client ids sorted) that
+     * split depends only on the client ids, not on timing.
+     */
+    static void waitBalanced(Map<String, String> a) throws Exception {
+        String topic = a.get("topic");
+        String[] names = a.get("names").split(",");
+        int queues = Integer.parseInt(a.get("queues"));
+        long deadline = System.currentTimeMillis() + 60000;
+        String seen = "";
+        while (System.currentTimeMillis() < deadline) {
+            StringBuilder b = new StringBuilder();
+            TreeSet<Integer> all = new TreeSet<>();
+            int held = 0;
+            boolean locked = true;
+            for (String name : names) {
+                TreeSet<Integer> mine = new TreeSet<>();
+                for (Map.Entry<MessageQueue, org.apache.rocketmq.client.impl.consumer.ProcessQueue> e : running.get(name)
+                    .getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().entrySet()) {
+                    if (!e.getKey().getTopic().equals(topic)) continue;
+                    mine.add(e.getKey().getQueueId());
+                    locked &= !running.get(name).getDefaultMQPushConsumerImpl().isConsumeOrderly() || e.getValue().isLocked();
+                }
+                held += mine.size();
+                all.addAll(mine);
+                b.append(name).append(" holds ").append(mine).append('\n');
+            }
+            seen = b.toString();
+            if (held == queues && all.size() == queues && locked) {
+                OUT.print(seen);
+                OUT.println("balanced locked=" + locked);
+                return;
+            }
+            Thread.sleep(100);
+        }
+        OUT.print(seen);
+        OUT.println("not balanced within 60 s");
+    }
+
+    /** Waits (bounded) until the trace of a message (by its msgId) is stored and indexed. */
+    static void waitTrace(Map<String, String> a) throws Exception {
+        DefaultMQProducer p = producer("ConfProducer");
+        long deadline = System.currentTimeMillis() + 30000;
+        while (System.currentTimeMillis() < deadline) {
+            try {
+                @SuppressWarnings("deprecation")
+                org.apache.rocketmq.client.QueryResult r = p.queryMessage("RMQ_SYS_TRACE_TOPIC", a.get("id"), 32, 0, Long.MAX_VALUE);
+                if (!r.getMessageList().isEmpty()) {
+                    OUT.println("trace found");
+                    return;
+                }
+            } catch (Exception e) {
+                // Not there yet (the query answers "not found" as an error).
+            }
+            Thread.sleep(200);
+        }
+        OUT.println("trace not found within 30 s");
     }
 
     static void litePull(Map<String, String> a) throws Exception {
@@ -450,7 +547,8 @@ public class JavaDriver {
     static void queryKey(Map<String, String> a) throws Exception {
         DefaultMQProducer p = producer("ConfProducer");
         @SuppressWarnings("deprecation")
-        org.apache.rocketmq.client.QueryResult r = p.queryMessage(a.get("topic"), a.get("key"), 32, 0, Long.MAX_VALUE);
+        org.apache.rocketmq.client.QueryResult r = p.queryMessage(a.get("topic"), a.get("key"), 32,
+            Long.parseLong(a.getOrDefault("begin", "0")), Long.parseLong(a.getOrDefault("end", String.valueOf(Long.MAX_VALUE))));
         OUT.println("query found=" + r.getMessageList().size());
         printSorted(r.getMessageList());
     }

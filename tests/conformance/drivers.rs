@@ -17,8 +17,14 @@ use super::brokers::{Endpoints, Proc};
 /// timeouts): a guard against a hang, not a timing.
 const STEP_LIMIT: Duration = Duration::from_secs(120);
 
-/// Compiles `JavaDriver.java` against the reference's jars into `out`.
+/// Compiles `JavaDriver.java` against the reference's jars into `out`, once `setup-java.sh` has
+/// made sure the netty jars the reference runs with are installed.
 pub fn compile_java_driver(reference: &Path, out: &Path) -> PathBuf {
+    let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/setup-java.sh");
+    let status = Command::new(&setup)
+        .status()
+        .unwrap_or_else(|e| panic!("run {}: {e}", setup.display()));
+    assert!(status.success(), "{} failed", setup.display());
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/JavaDriver.java");
     let jars = reference.join("rocketmq-4.9.4/lib/*");
     let status = Command::new("javac")

@@ -197,6 +197,7 @@ impl RustDriver {
         if mqs.is_empty() {
             return Ok("send no writable queue\n".to_string());
         }
+        let before = visible(p, &mqs).await;
         let fixed: Option<usize> = a.get("queue").and_then(|q| q.parse().ok());
         let queue_for = |i: usize| mqs[fixed.unwrap_or(i) % mqs.len()].clone();
         match mode.as_str() {
@@ -261,6 +262,16 @@ impl RustDriver {
                         None => out.push_str(&format!("send {i} no result\n")),
                     }
                 }
+            }
+        }
+        // As the Java driver: the step ends once consumers can see the messages (both brokers
+        // dispatch to their ConsumeQueues after answering). Delayed ones are not in their topic.
+        if !a.contains_key("delay") {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while visible(p, &mqs).await < before + n as i64
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
         Ok(out)
@@ -525,6 +536,15 @@ impl Drop for RustDriver {
         // The client's own runtime last, outside any async context.
         drop(self.owner.take());
     }
+}
+
+/// The sum of the queues' max offsets: how many messages consumers can see (an error counts 0).
+async fn visible(p: &mut DefaultMQProducer, mqs: &[MessageQueue]) -> i64 {
+    let mut sum = 0;
+    for mq in mqs {
+        sum += p.max_offset(mq).await.unwrap_or(0);
+    }
+    sum
 }
 
 fn num<T: std::str::FromStr>(a: &Args, key: &str, default: T) -> T {

@@ -11,7 +11,9 @@
 //! matches are volatile for this step, e.g. a TPS), `drop=<regex>` (the matches are cut: a row
 //! that is there or not depending on timing no broker controls), `sorted-json` (a body whose key order is a
 //! Java `HashMap`'s iteration order, so its keys are compared sorted), `sorted-lines` (output
-//! lines printed from a Java hash set or map, whose order is an artifact of insertion history).
+//! lines printed from a Java hash set or map, whose order is an artifact of insertion history),
+//! `keep=<name>:<regex>` (the regex's first group in this step's raw output becomes `{name}` in
+//! later steps on the same broker: a msgId one step printed, which an mqadmin step then asks for).
 //!
 //! `allowed.txt`: `scenario | regex | reason`: in that scenario (`*`: any), text matching the
 //! regex may differ, for the stated reason: a step whose two outputs are equal once every such
@@ -50,6 +52,7 @@ pub struct Step {
     drops: Vec<Regex>,
     sorted_json: bool,
     sorted_lines: bool,
+    keeps: Vec<(String, Regex)>,
 }
 
 pub struct Scenario {
@@ -92,6 +95,7 @@ pub fn load_scenarios(text: &str) -> Vec<Scenario> {
             drops: Vec::new(),
             sorted_json: false,
             sorted_lines: false,
+            keeps: Vec::new(),
         };
         for opt in parts {
             if let Some(re) = opt.strip_prefix("mask=") {
@@ -104,6 +108,13 @@ pub fn load_scenarios(text: &str) -> Vec<Scenario> {
                     Regex::new(re)
                         .unwrap_or_else(|e| panic!("scenarios.txt:{}: drop `{re}`: {e}", n + 1)),
                 );
+            } else if let Some(keep) = opt.strip_prefix("keep=") {
+                let (name, re) = keep
+                    .split_once(':')
+                    .unwrap_or_else(|| panic!("scenarios.txt:{}: keep=<name>:<regex>", n + 1));
+                let re = Regex::new(re)
+                    .unwrap_or_else(|e| panic!("scenarios.txt:{}: keep `{re}`: {e}", n + 1));
+                step.keeps.push((name.to_string(), re));
             } else if opt == "sorted-json" {
                 step.sorted_json = true;
             } else if opt == "sorted-lines" {
@@ -117,12 +128,28 @@ pub fn load_scenarios(text: &str) -> Vec<Scenario> {
     out
 }
 
+/// Values kept from earlier steps' outputs (`keep=`), by name.
+pub type Kept = BTreeMap<String, String>;
+
+/// Records this step's `keep=` values from its raw output (a value not found stays unset, so
+/// the later step names `{name}` literally and fails the same way on both brokers).
+pub fn keep(step: &Step, raw: &str, kept: &mut Kept) {
+    for (name, re) in &step.keeps {
+        if let Some(v) = re.captures(raw).and_then(|c| c.get(1)) {
+            kept.insert(name.clone(), v.as_str().to_string());
+        }
+    }
+}
+
 /// The line a driver is sent: placeholders filled in, `-n` added to mqadmin steps.
-pub fn command_line(step: &Step, ends: &Endpoints) -> String {
+pub fn command_line(step: &Step, ends: &Endpoints, kept: &Kept) -> String {
     let mut cmd = step
         .command
         .replace("{ns}", &ends.namesrv)
         .replace("{broker}", &ends.broker);
+    for (name, value) in kept {
+        cmd = cmd.replace(&format!("{{{name}}}"), value);
+    }
     if step.driver == "admin" && !cmd.contains(" -n ") {
         cmd.push_str(&format!(" -n {}", ends.namesrv));
     }
