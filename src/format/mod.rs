@@ -3,6 +3,7 @@
 
 pub mod cq_unit;
 pub mod java;
+pub mod java_order;
 pub mod msg_id;
 pub mod properties;
 pub mod record;

@@ -15,7 +15,9 @@
 //!
 //! Invariant of the writers here ([`encode`], [`set`], [`remove`]): their output re-parses to
 //! exactly the intended map, provided names contain neither separator and values contain no
-//! char 2 (see [`is_valid_entry`]); like Java, nothing is escaped.
+//! char 2 (see [`is_valid_entry`]); like Java, nothing is escaped. They keep the order they are
+//! given; the order 4.9.4's broker writes a map in (`HashMap` iteration) is
+//! [`super::java_order`]'s.
 
 use std::collections::HashMap;
 

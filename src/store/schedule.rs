@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::format::java::tags_code;
+use crate::format::java_order::{java_order, Op};
 use crate::format::properties::{self, keys};
 use crate::format::record::{body_crc, NewMessage, RecordView};
 
@@ -34,10 +35,18 @@ pub fn rewrite_for_delay(msg: &mut NewMessage, levels: usize) -> Option<usize> {
     if level == 0 {
         return None;
     }
-    let p = properties::set(&msg.properties, keys::REAL_TOPIC, &msg.topic);
-    let p = properties::set(&p, keys::REAL_QID, &msg.queue_id.to_string());
-    let p = properties::set(&p, keys::DELAY, &level.to_string());
-    msg.properties = p;
+    // CommitLog.asyncPutMessage puts these into the processor's map and writes it in HashMap
+    // order; `msg.properties` is that map's order already, and the map only grows, so the
+    // re-parse orders alike (see java_order's docs). DELAY keeps its place.
+    let (qid, level_s) = (msg.queue_id.to_string(), level.to_string());
+    msg.properties = java_order(
+        &msg.properties,
+        &[
+            Op::Put(keys::REAL_TOPIC, &msg.topic),
+            Op::Put(keys::REAL_QID, &qid),
+            Op::Put(keys::DELAY, &level_s),
+        ],
+    );
     msg.topic = SCHEDULE_TOPIC.to_string();
     msg.queue_id = (level - 1) as i32;
     Some(level)
@@ -59,7 +68,8 @@ pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
 
 /// The message delivered to the real topic when its time has come (spec §10): same body, flag,
 /// born data and reconsume count; topic and queue from `REAL_TOPIC` / `REAL_QID`; the stored
-/// properties as they are, `DELAY`, `REAL_TOPIC` and `REAL_QID` included. RocketMQ 4.9.4
+/// properties re-parsed and written in Java's HashMap order (the stored string itself when it
+/// is in that order already), `DELAY`, `REAL_TOPIC` and `REAL_QID` included. RocketMQ 4.9.4
 /// (store/src/main/java/org/apache/rocketmq/store/schedule/ScheduleMessageService.java
 /// `messageTimeup`) writes the properties string it took before clearing `DELAY` and setting
 /// `WAIT=false`, which change only its in-memory map — consumers see `DELAY` and the producer's
@@ -72,7 +82,8 @@ pub fn message_for_delivery(r: &RecordView<'_>) -> Option<NewMessage> {
     let queue_id = properties::find(&r.properties, keys::REAL_QID)?
         .parse()
         .ok()?;
-    let props = r.properties.to_string();
+    // messageTimeup writes the parsed stored map: its HashMap order, segments it drops gone.
+    let props = java_order(&r.properties, &[]);
     Some(NewMessage {
         topic,
         queue_id,
@@ -132,9 +143,10 @@ mod tests {
     #[test]
     fn a_delivery_computes_its_body_crc_from_the_body_it_carries() {
         let host = "127.0.0.1:10911".parse().unwrap();
+        // In Java's HashMap order, as a JVM prints these three keys.
         let props = properties::encode(&[
-            (keys::DELAY, "1"),
             (keys::REAL_TOPIC, "RealTopic"),
+            (keys::DELAY, "1"),
             (keys::REAL_QID, "3"),
         ]);
         let body = bytes::Bytes::from_static(b"delayed body");
@@ -155,7 +167,8 @@ mod tests {
         );
         let d = message_for_delivery(&r).expect("has a real topic");
         assert_eq!((d.topic.as_str(), d.queue_id), ("RealTopic", 3));
-        // RocketMQ 4.9.4 delivers the stored properties unchanged.
+        // RocketMQ 4.9.4 delivers the stored properties re-written in HashMap order, which
+        // they are in already here.
         assert_eq!(d.properties, r.properties);
         assert_eq!(properties::find(&d.properties, keys::DELAY), Some("1"));
         assert_eq!(properties::find(&d.properties, keys::WAIT), None);
