@@ -23,6 +23,7 @@
 
 use std::rc::Rc;
 
+use actormq_core::format::java_order::{java_order, Op};
 use actormq_core::format::properties::{self, keys as names};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
@@ -116,10 +117,11 @@ impl BrokerCore {
             sys_flag: h.sys_flag,
             born_timestamp: h.born_timestamp,
             flag: h.flag,
-            properties: Some(properties::set(
+            // ReplyMessageProcessor.pushReplyMessage: the parsed map with PUSH_REPLY_TIME put,
+            // written in its HashMap order.
+            properties: Some(java_order(
                 &h.properties,
-                names::PUSH_REPLY_TIME,
-                &now_ms.to_string(),
+                &[Op::Put(names::PUSH_REPLY_TIME, &now_ms.to_string())],
             )),
             reconsume_times: Some(h.reconsume_times),
             unit_mode: h.unit_mode,
