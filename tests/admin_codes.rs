@@ -5,7 +5,9 @@
 //! (306), CLEAN_UNUSED_TOPIC (316), GET_CONSUMER_RUNNING_INFO (307, forwarded to a consumer
 //! connection) and SEND_REPLY_MESSAGE_V2 (325, pushed to the requester as 326); and those
 //! mqadmin's `producer` and `export*` commands need: GET_ALL_PRODUCER_INFO (328),
-//! GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) and the GET_BROKER_CONFIG keys `exportConfigs` reads.
+//! GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) and the GET_BROKER_CONFIG keys `exportConfigs` reads;
+//! INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, each consumer asked 221) with golden answers
+//! taken from Apache 4.9.4's broker for the same clients and answers.
 //!
 //! The consumer and the requester are [`FakeClient`]s written here: a raw remoting connection
 //! that sends a heartbeat and then answers (or not) the requests the broker sends it. Nothing
@@ -532,3 +534,226 @@ fn producer_table_system_topics_and_export_config_keys() {
         },
     );
 }
+
+/// One 221 a fake consumer got: its client id, the request's extFields (sorted), body size.
+type Asked = (String, Vec<(String, String)>, usize);
+
+/// A consumer that answers every GET_CONSUMER_STATUS_FROM_CLIENT (221) with `code` and `body`
+/// (`None`: no body; `code` < 0: never answers), reporting each 221's extFields and body size.
+async fn status_answerer(
+    broker: &str,
+    id: &str,
+    group: &str,
+    version: i32,
+    answer: (i32, Option<&'static str>),
+    seen: tokio::sync::mpsc::UnboundedSender<Asked>,
+) -> tokio::task::JoinHandle<()> {
+    let mut c = FakeClient::connect(broker).await;
+    let hb = serde_json::to_vec(&consumer_heartbeat(id, group, "T1")).unwrap();
+    let mut cmd = RemotingCommand::new_request(rq::HEART_BEAT).with_body(hb);
+    cmd.version = version;
+    assert_eq!(c.request(cmd).await.code, rc::SUCCESS);
+    let id = id.to_string();
+    tokio::spawn(async move {
+        loop {
+            let ask = c.next_request(rq::GET_CONSUMER_STATUS_FROM_CLIENT).await;
+            let mut ext: Vec<(String, String)> = ask
+                .ext_fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            ext.sort();
+            let _ = seen.send((id.clone(), ext, ask.body.len()));
+            if answer.0 < 0 {
+                continue;
+            }
+            let mut r = RemotingCommand::response_to(&ask, answer.0, None);
+            if let Some(body) = answer.1 {
+                r = r.with_body(body.as_bytes().to_vec());
+            }
+            c.write(&r).await;
+        }
+    })
+}
+
+/// Golden bodies and remarks: Apache 4.9.4's broker asked 223 with the same clients, ids and
+/// answers (a Java program with NettyRemotingClients acting as the consumers).
+const BODY_A: &str = r#"{"consumerTable":{},"messageQueueTable":{{"brokerName":"broker-a","queueId":3,"topic":"T1"}:30,{"brokerName":"broker-a","queueId":0,"topic":"T1"}:0,{"brokerName":"broker-a","queueId":1,"topic":"T1"}:10,{"brokerName":"broker-b","queueId":2,"topic":"T1"}:20,{"brokerName":"broker-a","queueId":2,"topic":"T1"}:-1}}"#;
+const BODY_B: &str =
+    r#"{"messageQueueTable":{{"brokerName":"broker-a","queueId":7,"topic":"T1"}:70}}"#;
+const JAVA_G1_ALL: &str = r#"{"consumerTable":{"10.0.0.2@B":{{"brokerName":"broker-a","queueId":7,"topic":"T1"}:70},"10.0.0.1@A":{{"brokerName":"broker-a","queueId":1,"topic":"T1"}:10,{"brokerName":"broker-b","queueId":2,"topic":"T1"}:20,{"brokerName":"broker-a","queueId":0,"topic":"T1"}:0,{"brokerName":"broker-a","queueId":3,"topic":"T1"}:30,{"brokerName":"broker-a","queueId":2,"topic":"T1"}:-1}},"messageQueueTable":{}}"#;
+const JAVA_G1_B: &str = r#"{"consumerTable":{"10.0.0.2@B":{{"brokerName":"broker-a","queueId":7,"topic":"T1"}:70}},"messageQueueTable":{}}"#;
+const JAVA_EMPTY: &str = r#"{"consumerTable":{},"messageQueueTable":{}}"#;
+
+fn status_request(group: &str, origin: Option<&str>) -> RemotingCommand {
+    let cmd = RemotingCommand::new_request(rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS)
+        .with_ext("topic", "T1")
+        .with_ext("group", group);
+    match origin {
+        Some(o) => cmd.with_ext("clientAddr", o),
+        None => cmd,
+    }
+}
+
+/// SUCCESS as 4.9.4 answers it: Java's default remark kept, no extFields, the merged body.
+fn assert_status(r: &RemotingCommand, body: &str) {
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+    assert_eq!(r.remark.as_deref(), Some("not set any response code"));
+    assert!(r.ext_fields.is_empty(), "{:?}", r.ext_fields);
+    assert_eq!(String::from_utf8_lossy(&r.body), body);
+}
+
+#[test]
+fn consumer_status_asks_each_consumer_and_merges_as_java() {
+    run_bounded("consumer_status_asks_each_consumer", || async {
+        let (_dir, b) = broker(&[]);
+        let admin = RemotingClient::connect(&b.broker_addr).await.unwrap();
+        let r = invoke(&admin, status_request("G0", None)).await;
+        assert_eq!(r.code, rc::SYSTEM_ERROR);
+        assert_eq!(
+            r.remark.as_deref(),
+            Some("No Any Consumer online in the consumer group: [G0]")
+        );
+        let r = invoke(
+            &admin,
+            RemotingCommand::new_request(rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS),
+        )
+        .await;
+        assert_eq!(
+            r.code,
+            rc::SYSTEM_ERROR,
+            "a request without a header: {r:?}"
+        );
+
+        let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let v = 401;
+        let mut tasks = vec![
+            status_answerer(
+                &b.broker_addr,
+                "10.0.0.1@A",
+                "G1",
+                v,
+                (0, Some(BODY_A)),
+                tx.clone(),
+            )
+            .await,
+            status_answerer(
+                &b.broker_addr,
+                "10.0.0.2@B",
+                "G1",
+                v,
+                (0, Some(BODY_B)),
+                tx.clone(),
+            )
+            .await,
+            status_answerer(&b.broker_addr, "10.0.0.3@C", "G1", v, (0, None), tx.clone()).await,
+            status_answerer(
+                &b.broker_addr,
+                "10.0.0.4@D",
+                "G1",
+                v,
+                (1, Some(BODY_B)),
+                tx.clone(),
+            )
+            .await,
+        ];
+        assert_status(
+            &invoke(&admin, status_request("G1", None)).await,
+            JAVA_G1_ALL,
+        );
+        let mut asked = Vec::new();
+        for _ in 0..4 {
+            let (id, ext, body) = seen.recv().await.unwrap();
+            // What 4.9.4 sends each consumer: topic and group only, no body.
+            assert_eq!(
+                ext,
+                vec![("group".into(), "G1".into()), ("topic".into(), "T1".into())]
+            );
+            assert_eq!(body, 0);
+            asked.push(id);
+        }
+        asked.sort();
+        assert_eq!(
+            asked,
+            ["10.0.0.1@A", "10.0.0.2@B", "10.0.0.3@C", "10.0.0.4@D"]
+        );
+        assert_status(
+            &invoke(&admin, status_request("G1", Some(""))).await,
+            JAVA_G1_ALL,
+        );
+        for _ in 0..4 {
+            seen.recv().await.unwrap();
+        }
+        assert_status(
+            &invoke(&admin, status_request("G1", Some("10.0.0.2@B"))).await,
+            JAVA_G1_B,
+        );
+        assert_eq!(seen.recv().await.unwrap().0, "10.0.0.2@B");
+        assert_status(
+            &invoke(&admin, status_request("G1", Some("nobody"))).await,
+            JAVA_EMPTY,
+        );
+
+        // A client older than V3_0_7_SNAPSHOT: Java's refusal, nobody asked.
+        tasks.push(
+            status_answerer(
+                &b.broker_addr,
+                "10.0.0.5@E",
+                "G2",
+                20,
+                (0, Some(BODY_B)),
+                tx.clone(),
+            )
+            .await,
+        );
+        let r = invoke(&admin, status_request("G2", None)).await;
+        assert_eq!(r.code, rc::SYSTEM_ERROR);
+        assert_eq!(
+            r.remark.as_deref(),
+            Some("the client does not support this feature. version=V3_0_3_SNAPSHOT")
+        );
+        // An empty table is kept; an unreadable body and a silent client (5 s) are left out.
+        let empty = r#"{"messageQueueTable":{}}"#;
+        tasks.push(
+            status_answerer(
+                &b.broker_addr,
+                "10.0.0.6@F",
+                "G3",
+                v,
+                (0, Some(empty)),
+                tx.clone(),
+            )
+            .await,
+        );
+        let r = invoke(&admin, status_request("G3", None)).await;
+        assert_status(
+            &r,
+            r#"{"consumerTable":{"10.0.0.6@F":{}},"messageQueueTable":{}}"#,
+        );
+        tasks.push(
+            status_answerer(
+                &b.broker_addr,
+                "10.0.0.7@G",
+                "G4",
+                v,
+                (0, Some("not json")),
+                tx.clone(),
+            )
+            .await,
+        );
+        assert_status(
+            &invoke(&admin, status_request("G4", None)).await,
+            JAVA_EMPTY,
+        );
+        tasks.push(status_answerer(&b.broker_addr, "10.0.0.8@H", "G5", v, (-1, None), tx).await);
+        let started = std::time::Instant::now();
+        assert_status(
+            &invoke(&admin, status_request("G5", None)).await,
+            JAVA_EMPTY,
+        );
+        assert!(started.elapsed() >= Duration::from_millis(4_900));
+        tasks.iter().for_each(|t| t.abort());
+        stop_broker(b);
+    });
+}
+

@@ -361,7 +361,7 @@ fn push_double(s: &mut String, v: f64) {
 }
 
 /// `{{"brokerName":…,"queueId":…,"topic":…}:value,…}` — fastjson's Map<MessageQueue, V>.
-fn push_mq_map<V: Serialize>(s: &mut String, table: &[(MessageQueue, V)]) {
+pub(super) fn push_mq_map<V: Serialize>(s: &mut String, table: &[(MessageQueue, V)]) {
     s.push('{');
     for (i, (mq, v)) in table.iter().enumerate() {
         if i > 0 {
@@ -379,11 +379,13 @@ fn push_mq_map<V: Serialize>(s: &mut String, table: &[(MessageQueue, V)]) {
     s.push('}');
 }
 
-fn json_str(v: &str) -> String {
+pub(super) fn json_str(v: &str) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into())
 }
 
-pub(super) fn mq_keys<V>(table: BTreeMap<String, V>) -> Result<Vec<(MessageQueue, V)>, String> {
+pub(super) fn mq_keys<V>(
+    table: impl IntoIterator<Item = (String, V)>,
+) -> Result<Vec<(MessageQueue, V)>, String> {
     table
         .into_iter()
         .map(|(k, v)| {

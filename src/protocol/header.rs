@@ -882,6 +882,18 @@ header! {
 }
 
 header! {
+    /// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, from mqadmin `getConsumerStatus`) and
+    /// GET_CONSUMER_STATUS_FROM_CLIENT (221, the broker asking each consumer): Java's
+    /// `GetConsumerStatusRequestHeader`. `clientAddr` holds a client id (mqadmin's `-i`); the
+    /// broker leaves it out of 221.
+    pub struct GetConsumerStatusRequestHeader {
+        topic: String => "topic",
+        group: String => "group",
+        client_addr: Option<String> => "clientAddr",
+    }
+}
+
+header! {
     /// GET_CONSUMER_RUNNING_INFO (307): from an admin tool to the broker, and forwarded as is to
     /// the consumer's connection.
     pub struct GetConsumerRunningInfoRequestHeader {

@@ -93,6 +93,7 @@ pub const ADMIN_CODES: &[i32] = &[
     rq::QUERY_CONSUME_QUEUE,
     // super::client_call
     rq::GET_CONSUMER_RUNNING_INFO,
+    rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
 ];
 
 /// RocketMQ 4.9.4 configuration keys that ActorMQ has no setting for, with the value that
@@ -466,6 +467,7 @@ impl BrokerCore {
             rq::CLEAN_UNUSED_TOPIC => self.clone().clean_unused_topics(req, peer),
             rq::QUERY_CONSUME_QUEUE => self.query_consume_queue(req),
             rq::GET_CONSUMER_RUNNING_INFO => self.clone().consumer_running_info(req),
+            rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS => self.clone().consumer_status(req),
             rq::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(req),
             rq::GET_ALL_PRODUCER_INFO => self.all_producers(req),
             rq::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => {

@@ -1,7 +1,10 @@
-//! Requests the broker forwards to one client and answers with the client's response:
-//! GET_CONSUMER_RUNNING_INFO (307, mqadmin `consumerStatus`, the Dashboard's consumer detail),
-//! as RocketMQ 4.9.4's `AdminBrokerProcessor.callConsumer` does
-//! (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java).
+//! Requests the broker answers by asking its clients: GET_CONSUMER_RUNNING_INFO (307, mqadmin
+//! `consumerStatus`, the Dashboard's consumer detail), forwarded to one client as RocketMQ
+//! 4.9.4's `AdminBrokerProcessor.callConsumer` does
+//! (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java); and
+//! INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, mqadmin `getConsumerStatus`), for which each
+//! consumer of the group is asked GET_CONSUMER_STATUS_FROM_CLIENT (221) in turn, as
+//! `Broker2Client.getConsumeStatus` does (broker/…/client/net/Broker2Client.java).
 //!
 //! Flow: the handler asks the `ClientRegistry` for the consumer's connection
 //! ([`clients::FindConsumer`]), sends that `Connection` a [`Call`] with a copy of the request
@@ -12,6 +15,18 @@
 //! Owns no state: the pending call lives in the consumer's `Connection` (its table of calls by
 //! opaque), which drops it at the deadline or when the connection closes.
 //!
+//! 223, as 4.9.4: the 221 carries only `topic` and `group`; a consumer that does not answer
+//! SUCCESS with a `GetConsumerStatusBody` within 5 s is left out; with `clientAddr` (a client
+//! id) only that consumer is asked. The answer is SUCCESS with Java's untouched default remark
+//! `not set any response code` and `{"consumerTable":{<clientId>:{<queue>:<offset>,…}},
+//! "messageQueueTable":{}}` ([`consumer_status_json`]). A client older than V3_0_7_SNAPSHOT met
+//! before the asked one ends it: SYSTEM_ERROR `the client does not support this feature.
+//! version=<name>`. Consumers are taken in client-id order (Java: its channel table's hash
+//! order). No consumer online ⇒ SYSTEM_ERROR `No Any Consumer online in the consumer group:
+//! [<g>]`, the remark 4.9.4 writes for a known group without consumers; for a group it does not
+//! know (ActorMQ forgets a group with its last consumer) 4.9.4 answers SYSTEM_ERROR with the
+//! text of a NullPointerException instead.
+//!
 //! Remarks as RocketMQ's: not online ⇒ SYSTEM_ERROR `The Consumer <g> <id> not online`; a client
 //! older than V3_1_8_SNAPSHOT ⇒ SYSTEM_ERROR; no response in time ⇒ CONSUME_MSG_TIMEOUT
 //! `consumer <g> <id> Timeout: …`; the connection gone ⇒ SYSTEM_ERROR `invoke consumer <g> <id>
@@ -20,9 +35,14 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use actormq_core::protocol::body::MessageQueue;
+use actormq_core::protocol::codes::request_code as rq;
 use actormq_core::protocol::codes::response_code as rc;
 use actormq_core::protocol::command::RemotingCommand;
-use actormq_core::protocol::header::GetConsumerRunningInfoRequestHeader;
+use actormq_core::protocol::consumer_status::{client_offsets, consumer_status_json};
+use actormq_core::protocol::header::{
+    GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader,
+};
 
 use super::clients;
 use super::processor::{header_or_reply, later, reply, BrokerCore};
@@ -33,6 +53,58 @@ pub const CALL_CLIENT_TIMEOUT: Duration = Duration::from_millis(10_000);
 
 /// `MQVersion.Version.V3_1_8_SNAPSHOT.ordinal()`: older clients cannot answer.
 const V3_1_8_SNAPSHOT: i32 = 62;
+
+/// `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: older clients cannot answer 221.
+const V3_0_7_SNAPSHOT: i32 = 28;
+
+/// How long the broker waits for each consumer's answer to GET_CONSUMER_STATUS_FROM_CLIENT
+/// (`Broker2Client.getConsumeStatus`'s `invokeSync` timeout).
+pub const CONSUMER_STATUS_TIMEOUT: Duration = Duration::from_millis(5_000);
+
+/// `MQVersion.Version` names below V3_0_7_SNAPSHOT (ordinal 28), the clients 223 refuses.
+const OLD_VERSIONS: [&str; 28] = [
+    "V3_0_0_SNAPSHOT",
+    "V3_0_0_ALPHA1",
+    "V3_0_0_BETA1",
+    "V3_0_0_BETA2",
+    "V3_0_0_BETA3",
+    "V3_0_0_BETA4",
+    "V3_0_0_BETA5",
+    "V3_0_0_BETA6_SNAPSHOT",
+    "V3_0_0_BETA6",
+    "V3_0_0_BETA7_SNAPSHOT",
+    "V3_0_0_BETA7",
+    "V3_0_0_BETA8_SNAPSHOT",
+    "V3_0_0_BETA8",
+    "V3_0_0_BETA9_SNAPSHOT",
+    "V3_0_0_BETA9",
+    "V3_0_0_FINAL",
+    "V3_0_1_SNAPSHOT",
+    "V3_0_1",
+    "V3_0_2_SNAPSHOT",
+    "V3_0_2",
+    "V3_0_3_SNAPSHOT",
+    "V3_0_3",
+    "V3_0_4_SNAPSHOT",
+    "V3_0_4",
+    "V3_0_5_SNAPSHOT",
+    "V3_0_5",
+    "V3_0_6_SNAPSHOT",
+    "V3_0_6",
+];
+
+/// Java's remark for a consumer too old for 223 (a negative ordinal, which Java cannot name,
+/// is named by its number).
+fn too_old(version: i32) -> String {
+    let name = usize::try_from(version)
+        .ok()
+        .and_then(|v| OLD_VERSIONS.get(v))
+        .map_or_else(|| format!("ordinal {version}"), |n| n.to_string());
+    format!("the client does not support this feature. version={name}")
+}
+
+/// One consumer's offsets as it reported them.
+type ClientOffsets = (String, Vec<(MessageQueue, i64)>);
 
 /// What became of a call to a client.
 pub enum CallOutcome {
@@ -121,4 +193,86 @@ impl BrokerCore {
             }
         })
     }
+
+    /// INVOKE_BROKER_TO_GET_CONSUMER_STATUS: each consumer of the group asked for its offsets
+    /// (221), the answers merged.
+    pub(super) fn consumer_status(self: Rc<Self>, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(GetConsumerStatusRequestHeader, req);
+        later(async move {
+            let consumers = match self
+                .clients
+                .send(clients::GroupConsumers(h.group.clone()))
+                .await
+            {
+                Ok(c) => c,
+                Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            };
+            if consumers.is_empty() {
+                let remark = format!(
+                    "No Any Consumer online in the consumer group: [{}]",
+                    h.group
+                );
+                return reply(&req, rc::SYSTEM_ERROR, remark);
+            }
+            match collect_offsets(&h, consumers).await {
+                Ok(table) => reply(&req, rc::SUCCESS, "not set any response code")
+                    .with_body(consumer_status_json(table).into_bytes()),
+                Err(remark) => reply(&req, rc::SYSTEM_ERROR, remark),
+            }
+        })
+    }
+}
+
+/// Asks the consumers in turn (only the one `clientAddr` names, if any); Java's refusal when
+/// an older client comes first.
+async fn collect_offsets(
+    h: &GetConsumerStatusRequestHeader,
+    consumers: Vec<(String, clients::ClientChannel)>,
+) -> Result<Vec<ClientOffsets>, String> {
+    // UtilAll.isBlank: absent or only whitespace asks everyone; otherwise compared exactly.
+    let origin = h.client_addr.as_deref().filter(|o| !o.trim().is_empty());
+    let ask = GetConsumerStatusRequestHeader {
+        topic: h.topic.clone(),
+        group: h.group.clone(),
+        client_addr: None,
+    };
+    let ask = RemotingCommand::new_request(rq::GET_CONSUMER_STATUS_FROM_CLIENT)
+        .with_ext_fields(ask.to_ext_fields());
+    let mut table = Vec::new();
+    for (id, ch) in consumers {
+        if ch.version < V3_0_7_SNAPSHOT {
+            return Err(too_old(ch.version));
+        }
+        if origin.is_some_and(|o| o != id) {
+            continue;
+        }
+        if let Some(offsets) = ask_offsets(&ch, ask.clone()).await {
+            table.push((id, offsets));
+        }
+        if origin.is_some() {
+            break;
+        }
+    }
+    Ok(table)
+}
+
+/// One consumer's answer to GET_CONSUMER_STATUS_FROM_CLIENT; `None` (logged) when it did not
+/// answer SUCCESS with a readable body in time.
+async fn ask_offsets(
+    ch: &clients::ClientChannel,
+    ask: RemotingCommand,
+) -> Option<Vec<(MessageQueue, i64)>> {
+    let why = match call_client(&ch.conn, ask, CONSUMER_STATUS_TIMEOUT).await {
+        CallOutcome::Answered(r) if r.code == rc::SUCCESS && !r.body.is_empty() => {
+            match client_offsets(&r.body) {
+                Ok(offsets) => return offsets,
+                Err(e) => format!("unreadable body: {e}"),
+            }
+        }
+        CallOutcome::Answered(r) => format!("answered {} without offsets", r.code),
+        CallOutcome::TimedOut => "no answer in time".to_string(),
+        CallOutcome::Gone(why) => why,
+    };
+    tracing::debug!(client = %ch.addr, "[get-consumer-status] left out: {why}");
+    None
 }

@@ -3,7 +3,7 @@
 //!
 //! In: [`Heartbeat`], [`UnregisterClient`], [`ConnectionClosed`], [`GetConsumerList`],
 //! [`LockBatch`], [`UnlockBatch`], [`GetConnections`], [`GetAllProducers`], [`FindConsumer`],
-//! [`FindClient`], and a 10 s scan that drops clients silent for more than 120 s. Out: replies (the connection of a
+//! [`GroupConsumers`], [`FindClient`], and a 10 s scan that drops clients silent for more than 120 s. Out: replies (the connection of a
 //! consumer or requester that the broker forwards a request to); NOTIFY_CONSUMER_IDS_CHANGED
 //! pushed to every client of a consumer group whose membership changed; a published
 //! [`SubscriptionView`] that pulls read lock-free to filter by the subscription a consumer
@@ -571,6 +571,37 @@ impl Serve<FindConsumer> for ClientRegistry {
                 addr: ch.addr.clone(),
             });
         MessageResult(ch)
+    }
+}
+
+/// Every online consumer of a group with its connection (RocketMQ's
+/// `ConsumerGroupInfo.getChannelInfoTable`), by client id; empty when none is online. For
+/// requests the broker sends to each of them (GET_CONSUMER_STATUS_FROM_CLIENT).
+pub struct GroupConsumers(pub String);
+
+impl Message for GroupConsumers {
+    type Result = Vec<(String, ClientChannel)>;
+}
+
+impl Serve<GroupConsumers> for ClientRegistry {
+    type Reply = Reply<GroupConsumers>;
+    fn serve(&mut self, m: GroupConsumers, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        let mut all: Vec<(String, ClientChannel)> =
+            self.consumers.get(&m.0).map_or_else(Vec::new, |g| {
+                g.clients
+                    .iter()
+                    .map(|(id, ch)| {
+                        let ch = ClientChannel {
+                            conn: ch.conn.clone(),
+                            version: ch.version,
+                            addr: ch.addr.clone(),
+                        };
+                        (id.clone(), ch)
+                    })
+                    .collect()
+            });
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        MessageResult(all)
     }
 }
 
