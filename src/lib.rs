@@ -6,6 +6,8 @@
 //!   MappedFileQueue, ConsumeQueue, IndexFile, CommitLog append logic, readers).
 //! * [`config`] — typed configuration with RocketMQ's key names and defaults.
 //! * [`clock`] — the time seam, so tests inject time instead of sleeping.
+//! * [`uniq_id`] — message unique keys (`UNIQ_KEY`, a producer's `msgId`) as the Java client
+//!   makes them.
 //!
 //! Invariant of the whole crate: no actix, no tokio. The runtime crate (`actors/`) owns threads,
 //! mailboxes and sockets; everything here is called from exactly one owner at a time, except the
@@ -18,5 +20,6 @@ pub mod meta;
 pub mod offset;
 pub mod protocol;
 pub mod store;
+pub mod uniq_id;
 
 pub use offset::{PhyOffset, QueueOffset};

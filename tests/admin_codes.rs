@@ -7,7 +7,8 @@
 //! mqadmin's `producer` and `export*` commands need: GET_ALL_PRODUCER_INFO (328),
 //! GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) and the GET_BROKER_CONFIG keys `exportConfigs` reads;
 //! INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, each consumer asked 221) with golden answers
-//! taken from Apache 4.9.4's broker for the same clients and answers.
+//! taken from Apache 4.9.4's broker for the same clients and answers; and mqadmin's
+//! `sendMsgStatus` and `checkMsgSendRT`, run in process.
 //!
 //! The consumer and the requester are [`FakeClient`]s written here: a raw remoting connection
 //! that sends a heartbeat and then answers (or not) the requests the broker sends it. Nothing
@@ -757,3 +758,91 @@ fn consumer_status_asks_each_consumer_and_merges_as_java() {
     });
 }
 
+/// mqadmin's `sendMsgStatus` and `checkMsgSendRT`, in process: lines shaped as Apache
+/// mqadmin 4.9.4 printed them against its own broker (golden shapes below), the reported
+/// `msgId` being the stored message's UNIQ_KEY.
+#[test]
+fn send_msg_status_and_check_msg_send_rt_print_java_s_lines() {
+    run_bounded("send_msg_status_and_check_msg_send_rt", || async {
+        use actormq::admin::client::AdminClient;
+        use actormq::admin::send::{check_msg_send_rt, send_msg_status};
+        let (_dir, b) = broker(&[]);
+        let admin = AdminClient::new(&b.namesrv_addr, Duration::from_secs(5));
+        let start = std::time::Instant::now();
+        while admin.route("broker-a").await.is_err() || admin.route("TBW102").await.is_err() {
+            assert!(start.elapsed() < LIMIT, "no route for broker-a / TBW102");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Apache: `rt=15ms, SendResult=SendResult [sendStatus=SEND_OK,
+        // msgId=FD00000000000000000000000000000261EF5FFD2B2721457C910001,
+        // offsetMsgId=7F000001000051AF00000000000000D1, messageQueue=MessageQueue
+        // [topic=broker-a, brokerName=broker-a, queueId=0], queueOffset=1]`, then 2 and 3.
+        let line = regex::Regex::new(
+            r"^rt=\d+ms, SendResult=SendResult \[sendStatus=SEND_OK, msgId=([0-9A-F]{32}|[0-9A-F]{56}), offsetMsgId=([0-9A-F]{32}), messageQueue=MessageQueue \[topic=broker-a, brokerName=broker-a, queueId=0\], queueOffset=(\d+)\]$",
+        )
+        .unwrap();
+        let out = send_msg_status(&admin, "broker-a", 128, 3, true)
+            .await
+            .unwrap();
+        let lines: Vec<&str> = out["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        let client = RemotingClient::connect(&b.broker_addr).await.unwrap();
+        for (i, l) in lines.iter().enumerate() {
+            let c = line
+                .captures(l)
+                .unwrap_or_else(|| panic!("not Java's shape: {l}"));
+            assert_eq!(c[3].parse::<usize>().unwrap(), i + 1, "{l}");
+            let (_, offset) = actormq_core::format::msg_id::decode_offset_msg_id(&c[2]).unwrap();
+            let view = RemotingCommand::new_request(rq::VIEW_MESSAGE_BY_ID)
+                .with_ext("offset", offset.to_string());
+            let stored = invoke(&client, view).await;
+            assert_eq!(stored.code, rc::SUCCESS, "{:?}", stored.remark);
+            let has = |s: &[u8]| stored.body.windows(s.len()).any(|w| w == s);
+            assert!(has(format!("UNIQ_KEY\u{1}{}", &c[1]).as_bytes()), "{l}");
+            assert!(has(&"hello jodie".repeat(12).into_bytes()), "{l}");
+        }
+
+        // Apache, a topic it did not have (TBW102's route, 4 queues):
+        let out = check_msg_send_rt(&admin, "RtTopic", 5, 16, true)
+            .await
+            .unwrap();
+        let lines: Vec<&str> = out["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert_eq!(lines.len(), 7, "{lines:?}");
+        assert_eq!(
+            lines[0],
+            "#Broker Name                      #QID  #Send Result            #RT"
+        );
+        for (i, l) in lines[1..6].iter().enumerate() {
+            let row = format!(
+                "broker-a                          {:<4}  true                    ",
+                i % 4
+            );
+            assert!(
+                l.starts_with(&row) && l[row.len()..].parse::<u64>().is_ok(),
+                "{l}"
+            );
+        }
+        assert!(
+            regex::Regex::new(r"^Avg RT: \d+\.\d\d$")
+                .unwrap()
+                .is_match(lines[6]),
+            "{}",
+            lines[6]
+        );
+        let one = check_msg_send_rt(&admin, "RtTopic", 1, 16, true)
+            .await
+            .unwrap();
+        assert_eq!(one["lines"][2], "Avg RT: NaN");
+        stop_broker(b);
+    });
+}

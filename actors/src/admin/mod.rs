@@ -7,11 +7,13 @@
 //! prints the address, request, response code and remark, and the command exits non-zero.
 //!
 //! Parts: [`client`] (the wire calls, one connection per address), [`show`] (tables, JSON,
-//! message details). This module maps each command to its requests (the codes are in each
+//! message details), [`ops`] and [`status`] (groups of mqadmin commands), [`send`]
+//! (`sendMsgStatus`, `checkMsgSendRT`: a small producer). This module maps each command to its requests (the codes are in each
 //! command's docs).
 
 pub mod client;
 pub mod ops;
+pub mod send;
 pub mod show;
 pub mod status;
 
@@ -403,6 +405,25 @@ pub enum AdminCommand {
         topic: String,
         #[arg(short = 'i', long = "originClientId", default_value = "")]
         origin_client_id: String,
+    },
+    /// Send messages to a broker's own topic and print each SendResult (105, then 310).
+    SendMsgStatus {
+        #[arg(short = 'b', long = "brokerName")]
+        broker_name: String,
+        #[arg(short = 's', long = "messageSize", default_value_t = 128)]
+        size: i32,
+        #[arg(short = 'c', long = "count", default_value_t = 50)]
+        count: i32,
+    },
+    /// Time sends to each queue of a topic in turn (105, then 310 per message).
+    #[command(name = "checkMsgSendRT")]
+    CheckMsgSendRt {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'a', long, default_value_t = 100)]
+        amount: i64,
+        #[arg(short = 's', long, default_value_t = 128)]
+        size: i64,
     },
     /// Delete a name-server KV config on each name server (102).
     DeleteKvConfig {
@@ -817,6 +838,16 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         } => Some(
             status::get_consumer_status(&admin, &group, &topic, &origin_client_id, json).await?,
         ),
+        AdminCommand::SendMsgStatus {
+            broker_name,
+            size,
+            count,
+        } => Some(send::send_msg_status(&admin, &broker_name, size, count, json).await?),
+        AdminCommand::CheckMsgSendRt {
+            topic,
+            amount,
+            size,
+        } => Some(send::check_msg_send_rt(&admin, &topic, amount, size, json).await?),
         AdminCommand::DeleteKvConfig { namespace, key } => {
             Some(ops::kv_config(&admin, &namespace, &key, None).await?)
         }
