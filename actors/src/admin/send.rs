@@ -197,8 +197,21 @@ fn writable(route: &TopicRouteData, topic: &str) -> Vec<Target> {
     out
 }
 
+/// `Validators.checkMessage`'s body rules (4 MiB: the client's default `maxMessageSize`).
+fn check_body(body: &[u8]) -> Result<(), AdminError> {
+    const MAX: usize = 4 * 1024 * 1024;
+    match body.len() {
+        0 => Err(AdminError::Other("the message body length is zero".into())),
+        n if n > MAX => Err(AdminError::Other(format!(
+            "the message body size over max value, MAX: {MAX}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// One SEND_MESSAGE_V2 and Java's reading of its answer (`processSendResponse`).
 async fn send_to(admin: &AdminClient, t: &Target, m: &Outgoing<'_>) -> Result<Sent, AdminError> {
+    check_body(&m.body)?;
     let resp = admin.call_raw(&t.addr, m.request(t.mq.queue_id)).await?;
     let status = match resp.code {
         rc::SUCCESS => "SEND_OK",
@@ -232,10 +245,11 @@ async fn send_to(admin: &AdminClient, t: &Target, m: &Outgoing<'_>) -> Result<Se
     })
 }
 
-/// Whether Java's `sendDefaultImpl` tries again after this error.
+/// Whether Java's `sendDefaultImpl` tries again after this error (never after a refused body:
+/// Java checks the message before its loop).
 fn retried(e: &AdminError) -> bool {
     match e.code() {
-        None => true,
+        None => !matches!(e, AdminError::Other(_)),
         Some(code) => [
             rc::TOPIC_NOT_EXIST,
             rc::SERVICE_NOT_AVAILABLE,
@@ -404,6 +418,9 @@ mod tests {
         assert_eq!(jodie(16).len(), 22);
         assert_eq!(jodie(128).len(), 132);
         assert!(jodie(0).is_empty());
+        assert!(check_body(&jodie(-1)).is_err());
+        assert!(check_body(&[b'a'; 4 * 1024 * 1024 + 1]).is_err());
+        assert!(check_body(&jodie(128)).is_ok());
         // Golden: Apache mqadmin 4.9.4 checkMsgSendRT's header and a row.
         assert_eq!(
             rt_row("#Broker Name", "#QID", "#Send Result", "#RT"),
