@@ -227,6 +227,15 @@ impl Connection {
 impl Service for Connection {
     const NAME: &'static str = "connection";
     fn stopped(&mut self, _: &mut Context<Metered<Self>>) {
+        // A request read before the peer closed is carried out even though nobody gets its
+        // reply: a consumer's shutdown sends its offsets oneway (UPDATE_CONSUMER_OFFSET, 4.9.4's
+        // RemoteBrokerOffsetStore.persistAll), unregisters and closes at once, and RocketMQ's
+        // processors finish what they took from a closed channel. Dropping these futures lost
+        // the commits whose actor message had not been sent yet.
+        let futs = std::mem::take(&mut self.pending.0.borrow_mut().futs);
+        if !futs.is_empty() {
+            actix_rt::spawn(futs.for_each(|_| std::future::ready(())));
+        }
         if let Some(info) = &self.info {
             self.processor.connection_closed(info);
         }
