@@ -34,6 +34,7 @@ fn msg(body: &str) -> NewMessage {
         body_crc: body_crc(&body),
         body,
         properties: properties::encode(&[(properties::keys::WAIT, "true")]),
+        wait_store_msg_ok: true,
     }
 }
 

@@ -38,6 +38,7 @@ fn keyed(i: u32) -> NewMessage {
         body_crc: body_crc(&body),
         body,
         properties: properties::encode(&[(keys::KEYS, &format!("k{i}"))]),
+        wait_store_msg_ok: true,
     }
 }
 

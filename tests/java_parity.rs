@@ -7,7 +7,9 @@
 //!   consumer too old → SYSTEM_ERROR, else the table pushed and answered;
 //! * the OffsetMovedEvent message PullMessageProcessor writes on PULL_OFFSET_MOVED;
 //! * the record CONSUMER_SEND_MSG_BACK stores in %DLQ% and, through the schedule topic, in
-//!   %RETRY%: Java's properties, hence Java's stored size.
+//!   %RETRY%: Java's properties, hence Java's stored size;
+//! * a SEND stored without its `WAIT` whatever the value (SYNC_FLUSH), a delayed one delivered
+//!   with it.
 //!
 //! A [`FakeClient`] is a raw connection that also reads the requests the broker sends it.
 
@@ -363,6 +365,51 @@ fn send_back_stores_java_s_properties_in_dlq_and_retry() {
             retry.size,
             java_size(5, "%RETRY%GRetry", java_props_len(&want))
         );
+        stop_broker(b);
+    });
+}
+
+#[test]
+fn a_send_is_stored_without_wait_whatever_its_value_unless_delayed() {
+    run_bounded("send_without_wait_as_4_9_4", || async {
+        // SYNC_FLUSH, where WAIT=false decides how the send is answered: the decision travels
+        // beside the stored bytes, so 4.9.4's bytes are stored.
+        let (_dir, b) = broker(&[("flushDiskType", "SYNC_FLUSH")]);
+        let mut c = FakeClient::connect(&b.broker_addr).await;
+        let topic = unique("TWait");
+        let r = c.request(create_topic(&topic, 1)).await;
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let map = |entries: &[(&str, &str)]| -> BTreeMap<String, String> {
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        for (i, wait) in ["false", "TRUE"].into_iter().enumerate() {
+            let props = format!("WAIT\u{1}{wait}\u{2}TAGS\u{1}T");
+            let r = c.request(send(&topic, &props, "body")).await;
+            assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            let got = pull_one(&mut c, &topic, i as i64).await;
+            let want = map(&[("TAGS", "T"), ("CLUSTER", "DefaultCluster")]);
+            assert_eq!(got.props, want, "WAIT={wait}: {:?}", got.props_raw);
+            assert_eq!(got.size, java_size(4, &topic, java_props_len(&want)));
+        }
+        // Delayed: CommitLog re-encodes the map the processor put WAIT back into, and the
+        // delivery writes the stored string.
+        let props = "WAIT\u{1}false\u{2}DELAY\u{1}1\u{2}TAGS\u{1}D";
+        let r = c.request(send(&topic, props, "late")).await;
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let got = pull_one(&mut c, &topic, 2).await;
+        let want = map(&[
+            ("TAGS", "D"),
+            ("CLUSTER", "DefaultCluster"),
+            ("WAIT", "false"),
+            ("DELAY", "1"),
+            ("REAL_TOPIC", &topic),
+            ("REAL_QID", "0"),
+        ]);
+        assert_eq!(got.props, want, "{:?}", got.props_raw);
+        assert_eq!(got.size, java_size(4, &topic, java_props_len(&want)));
         stop_broker(b);
     });
 }

@@ -46,6 +46,7 @@ async fn an_open_failing_during_recovery_stops_the_actors_it_started() {
                 body_crc: body_crc(&body),
                 body,
                 properties: properties::encode(&[(properties::keys::KEYS, &format!("k{i}"))]),
+                wait_store_msg_ok: true,
             };
             store.put(m).await.unwrap();
         }

@@ -29,6 +29,14 @@ fn host() -> SocketAddr {
 
 fn msg(topic: &str, queue_id: i32, body: &[u8], props: &[(&str, &str)]) -> NewMessage {
     let body = Bytes::copy_from_slice(body);
+    // As the broker's SEND path hands it over: the producer's WAIT decides whether the append
+    // waits for the flush, and is not stored (4.9.4 removes it whatever its value).
+    let wait = properties::wait_store_msg_ok(&properties::encode(props));
+    let stored: Vec<(&str, &str)> = props
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != keys::WAIT)
+        .collect();
     NewMessage {
         topic: topic.to_string(),
         queue_id,
@@ -41,7 +49,8 @@ fn msg(topic: &str, queue_id: i32, body: &[u8], props: &[(&str, &str)]) -> NewMe
         prepared_tx_offset: 0,
         body_crc: body_crc(&body),
         body,
-        properties: properties::encode(props),
+        properties: properties::encode(&stored),
+        wait_store_msg_ok: wait,
     }
 }
 

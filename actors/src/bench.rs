@@ -151,6 +151,7 @@ fn message(topic: &str, queue_id: i32, body: &Bytes, seq: u64, host: SocketAddr)
         body: body.clone(),
         body_crc: body_crc(body),
         properties,
+        wait_store_msg_ok: true,
     }
 }
 

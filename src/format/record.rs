@@ -179,11 +179,16 @@ pub struct NewMessage {
     /// Trusted by the writer: computed outside the lock (see [`NewMessage::fill_derived`]).
     pub body_crc: u32,
     pub properties: String,
+    /// Whether the producer's reply waits for the flush (SYNC_FLUSH) and a slave's ack
+    /// (SYNC_MASTER): Java's `Message.isWaitStoreMsgOK` of the message in memory, which need
+    /// not match the stored properties — 4.9.4 stores a send without its `WAIT` whatever its
+    /// value, and a scheduled delivery with the producer's `WAIT` but does not wait. Not stored.
+    pub wait_store_msg_ok: bool,
 }
 
 impl NewMessage {
     /// A message with flag, sysFlag (apart from host bits), reconsume times and prepared offset
-    /// at 0, and the derived fields filled.
+    /// at 0, waiting for the store (`wait_store_msg_ok`), and the derived fields filled.
     pub fn new(
         topic: impl Into<String>,
         queue_id: i32,
@@ -206,6 +211,7 @@ impl NewMessage {
             body,
             body_crc: 0,
             properties,
+            wait_store_msg_ok: true,
         };
         m.fill_derived();
         m

@@ -1053,6 +1053,7 @@ pub(crate) mod tests {
             body_crc: body_crc(&body),
             body,
             properties: String::new(),
+            wait_store_msg_ok: true,
         }
     }
 
@@ -1539,6 +1540,7 @@ mod walk_tests {
             body_crc: body_crc(&body),
             body,
             properties: String::new(),
+            wait_store_msg_ok: true,
         };
         let a = cl.append(&m, 1).unwrap();
         cl.append(&m, 1).unwrap();
@@ -1583,6 +1585,7 @@ mod roll_failure_tests {
                 body_crc: body_crc(&body),
                 body,
                 properties: String::new(),
+                wait_store_msg_ok: true,
             }
         };
         cl.append(&m(3000), 1).unwrap();

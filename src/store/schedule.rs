@@ -73,7 +73,8 @@ pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
 /// (store/src/main/java/org/apache/rocketmq/store/schedule/ScheduleMessageService.java
 /// `messageTimeup`) writes the properties string it took before clearing `DELAY` and setting
 /// `WAIT=false`, which change only its in-memory map — consumers see `DELAY` and the producer's
-/// `WAIT`. `None` if the record carries no real topic. The body CRC is
+/// `WAIT`, and the delivery does not wait for a flush or a slave (`wait_store_msg_ok` false,
+/// whatever the stored `WAIT`). `None` if the record carries no real topic. The body CRC is
 /// computed from the body, as RocketMQ's put does, never copied: the writer trusts it, and a
 /// copied CRC of a body damaged since would put a record at the live tail that recovery's CRC
 /// check cuts the CommitLog at, with every message after it.
@@ -97,6 +98,7 @@ pub fn message_for_delivery(r: &RecordView<'_>) -> Option<NewMessage> {
         body: bytes::Bytes::copy_from_slice(r.body),
         body_crc: body_crc(r.body),
         properties: props,
+        wait_store_msg_ok: false,
     })
 }
 
@@ -172,6 +174,10 @@ mod tests {
         assert_eq!(d.properties, r.properties);
         assert_eq!(properties::find(&d.properties, keys::DELAY), Some("1"));
         assert_eq!(properties::find(&d.properties, keys::WAIT), None);
+        assert!(
+            !d.wait_store_msg_ok,
+            "a delivery waits for no flush, as 4.9.4's"
+        );
         assert_eq!(d.body.as_ref(), b"Delayed body");
         assert_eq!(d.body_crc, body_crc(b"Delayed body"));
     }

@@ -796,7 +796,7 @@ impl BrokerCore {
         if topic.multi_tag {
             sys |= sys_flag::MULTI_TAGS_FLAG;
         }
-        let make = |body: bytes::Bytes, flag: i32, props: String| NewMessage {
+        let make = |body: bytes::Bytes, flag: i32, stored: String| NewMessage {
             topic: h.topic.to_owned(),
             queue_id,
             flag,
@@ -808,7 +808,10 @@ impl BrokerCore {
             prepared_tx_offset: 0,
             body_crc: body_crc(&body),
             body,
-            properties: props,
+            properties: stored,
+            // The header's WAIT: a batch's own (4.9.4 reads the MessageExtBatch's properties), a
+            // single message's whether or not it is stored.
+            wait_store_msg_ok: props.wait_store_msg_ok,
         };
         let to = ReplyTo::of(req);
         if batch {
@@ -1227,6 +1230,7 @@ impl BrokerCore {
             body_crc: body_crc(&body),
             body,
             properties,
+            wait_store_msg_ok: true, // no WAIT in Java's map
         };
         // Straight to the writer: `Store::put` refuses system topics, as a SEND must.
         let (writer, stats) = (self.store.writer().clone(), self.stats.clone());
@@ -1627,8 +1631,9 @@ impl BrokerCore {
                 body_crc: body_crc(&body),
                 body,
                 properties: props,
+                // Stored with WAIT=false (above), as RocketMQ does: no flush or slave to wait for.
+                wait_store_msg_ok: false,
             };
-            // Stored with WAIT=false (above), as RocketMQ does: no flush or slave to wait for.
             match self.store.put(msg).await {
                 Ok(a) => {
                     self.stats.store.record_put(1, a.wrote_bytes);
@@ -1945,8 +1950,12 @@ impl SendTopic {
 /// rules (last duplicate wins).
 struct SendProps<'a> {
     transaction: bool,
-    /// `WAIT=true` is there (it is not stored, unless the message is delayed).
-    wait: bool,
+    /// `WAIT`'s value, if there (it is not stored, unless the message is delayed).
+    wait: Option<&'a str>,
+    /// Java's `isWaitStoreMsgOK`: `WAIT` absent or "true" in any case (`Boolean.parseBoolean`;
+    /// "FALSE" or "no" do not wait). Carried beside the stored bytes as
+    /// [`NewMessage::wait_store_msg_ok`], since `WAIT` is not stored.
+    wait_store_msg_ok: bool,
     /// `DELAY` holds a level above 0: the message goes to SCHEDULE_TOPIC_XXXX first.
     delayed: bool,
     uniq: Option<&'a str>,
@@ -1955,14 +1964,12 @@ struct SendProps<'a> {
 
 impl<'a> SendProps<'a> {
     fn scan(props: &'a str) -> SendProps<'a> {
-        let (mut wait, mut delayed, mut uniq) = (false, false, None);
+        let (mut wait, mut delayed, mut uniq) = (None, false, None);
         let mut kind = crate::metrics::TypeScan::default();
         for (k, v) in properties::entries(props) {
             match k {
                 keys::CLUSTER => {} // the broker puts its own
-                // Only `true` is dropped: the store reads `WAIT` from the stored properties to
-                // decide whether the append waits for the flush, and absent means true.
-                keys::WAIT => wait = v.eq_ignore_ascii_case("true"),
+                keys::WAIT => wait = Some(v),
                 keys::DELAY => {
                     delayed = v.parse::<i32>().is_ok_and(|level| level > 0);
                     kind.see(k, v)
@@ -1974,6 +1981,7 @@ impl<'a> SendProps<'a> {
         SendProps {
             transaction: kind.transaction(),
             wait,
+            wait_store_msg_ok: wait.is_none_or(|v| v.eq_ignore_ascii_case("true")),
             delayed,
             uniq,
             kind: kind.kind(),
@@ -1981,25 +1989,20 @@ impl<'a> SendProps<'a> {
     }
 
     /// The properties a single message is stored with, as 4.9.4's SendMessageProcessor stores
-    /// them: `CLUSTER` put (Java's putProperty replaces a client's own in its place), `WAIT=true`
-    /// removed ("to save 9 bytes"), in Java's HashMap order ([`java_order`]). A delayed message
-    /// keeps `WAIT`, put back after `CLUSTER`: CommitLog re-encodes the map, where the processor
-    /// had put it back, when it moves it to SCHEDULE_TOPIC_XXXX. Unlike Java, `WAIT=false` is
-    /// kept (10 bytes): the store decides from the stored properties whether an append waits
-    /// for its flush, and without the entry it would wait. One allocation.
+    /// them: `CLUSTER` put (Java's putProperty replaces a client's own in its place), `WAIT`
+    /// removed whatever its value ("to save 9 bytes"), in Java's HashMap order ([`java_order`]).
+    /// A delayed message keeps `WAIT`, put back after `CLUSTER`: CommitLog re-encodes the map,
+    /// where the processor had put it back, when it moves it to SCHEDULE_TOPIC_XXXX. Whether the
+    /// append waits travels as [`SendProps::wait_store_msg_ok`], not in these bytes. One
+    /// allocation.
     fn stored(&self, props: &str, cluster: &str) -> String {
         let put = Op::Put(keys::CLUSTER, cluster);
-        let wait = if self.delayed {
-            properties::find(props, keys::WAIT)
-        } else {
-            None
-        };
-        match wait {
-            Some(w) => java_order(
+        match self.wait {
+            Some(w) if self.delayed => java_order(
                 props,
                 &[put, Op::Remove(keys::WAIT), Op::Put(keys::WAIT, w)],
             ),
-            None if self.wait && !self.delayed => java_order(props, &[put, Op::Remove(keys::WAIT)]),
+            Some(_) => java_order(props, &[put, Op::Remove(keys::WAIT)]),
             None => java_order(props, &[put]),
         }
     }
@@ -2110,19 +2113,58 @@ mod tests {
         let sent = props(&[("CLUSTER", "theirs"), ("TAGS", "A")]);
         let stored = SendProps::scan(&sent).stored(&sent, "ours");
         assert_eq!(stored, props(&[("CLUSTER", "ours"), ("TAGS", "A")]));
-        // WAIT=false stays: the store reads it to answer without waiting for the flush.
-        let sent = props(&[("WAIT", "false"), ("TAGS", "A")]);
-        let stored = SendProps::scan(&sent).stored(&sent, "c");
-        assert_eq!(
-            stored,
-            props(&[("CLUSTER", "c"), ("WAIT", "false"), ("TAGS", "A")])
-        );
-        assert!(!properties::wait_store_msg_ok(&stored));
         let sent = props(&[("TAGS", "A")]);
         assert_eq!(
             SendProps::scan(&sent).stored(&sent, "c"),
             props(&[("CLUSTER", "c"), ("TAGS", "A")])
         );
+    }
+
+    /// 4.9.4 removes `WAIT` whatever its value, and its message in memory keeps it for
+    /// `isWaitStoreMsgOK`: a `WAIT=false` send is stored without it and still does not wait for
+    /// a SYNC_FLUSH flush or a SYNC_MASTER slave; any other value than "true" (any case) is false.
+    #[test]
+    fn a_wait_false_send_is_stored_without_wait_and_does_not_wait() {
+        let message = |sent: &str| {
+            let scan = SendProps::scan(sent);
+            let mut m = NewMessage::new(
+                "T",
+                0,
+                bytes::Bytes::new(),
+                scan.stored(sent, "c"),
+                0,
+                "127.0.0.1:1".parse().unwrap(),
+                "127.0.0.1:2".parse().unwrap(),
+            );
+            m.wait_store_msg_ok = scan.wait_store_msg_ok;
+            m
+        };
+        // Java's stored string for {WAIT=false, TAGS=A} with CLUSTER=c put and WAIT removed.
+        let m = message(&props(&[("WAIT", "false"), ("TAGS", "A")]));
+        assert_eq!(m.properties, props(&[("CLUSTER", "c"), ("TAGS", "A")]));
+        assert!(!crate::store::writer::waits(&m));
+        let m = message(&props(&[("WAIT", "FALSE"), ("TAGS", "A")]));
+        assert!(!crate::store::writer::waits(&m));
+        assert_eq!(properties::find(&m.properties, keys::WAIT), None);
+        let m = message(&props(&[("WAIT", "no")]));
+        assert!(!crate::store::writer::waits(&m));
+        // Absent or "true" in any case waits; either way nothing of it is stored.
+        for sent in [
+            props(&[("TAGS", "A")]),
+            props(&[("WAIT", "True"), ("TAGS", "A")]),
+        ] {
+            let m = message(&sent);
+            assert!(crate::store::writer::waits(&m), "{sent:?}");
+            assert_eq!(m.properties, props(&[("CLUSTER", "c"), ("TAGS", "A")]));
+        }
+        // A delayed WAIT=false keeps its entry in the stored bytes (as 4.9.4's re-encoded map
+        // does) and still does not wait.
+        let m = message(&props(&[("WAIT", "false"), ("DELAY", "3")]));
+        assert_eq!(
+            m.properties,
+            props(&[("CLUSTER", "c"), ("DELAY", "3"), ("WAIT", "false")])
+        );
+        assert!(!crate::store::writer::waits(&m));
     }
 
     #[test]

@@ -20,9 +20,10 @@
 //! one burst and share one flush, rather than each waiting for the flush of the one before it.
 //! The chunks enter the writer's mailbox in push order while it has room; when it is full,
 //! waiting senders may enter in another order. Messages that do not wait for a flush
-//! (`WAIT=false`) go in chunks of their own, ahead of the others: the writer answers a chunk as a
-//! whole, after its flush if any message in it waits. Order is promised within a chunk, not across
-//! chunks or turns — as between a RocketMQ broker's connections.
+//! (`wait_store_msg_ok` false: the producer's `WAIT=false`) go in chunks of their own, ahead of
+//! the others: the writer answers a chunk as a whole, after its flush if any message in it waits.
+//! Order is promised within a chunk, not across chunks or turns — as between a RocketMQ broker's
+//! connections.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -81,8 +82,8 @@ pub fn chunks<T>(mut all: Vec<T>) -> impl Iterator<Item = Vec<T>> {
 /// resolves once it is answered) and waits for all of them. Every chunk's `send` is started (polled
 /// once, which hands it to the writer's mailbox) before any is awaited, so a later chunk does not
 /// wait for the earlier ones' answers — in SYNC_FLUSH, for their flush. Items that do not wait
-/// for a flush (`waits` false: `WAIT=false`) go in chunks of their own, first: the writer answers
-/// a chunk as a whole, after the flush if any of its messages waits.
+/// for a flush (`waits` false: the producer's `WAIT=false`) go in chunks of their own, first:
+/// the writer answers a chunk as a whole, after the flush if any of its messages waits.
 pub async fn send_chunks<T, F, Fut>(all: Vec<T>, waits: impl Fn(&T) -> bool, send: F)
 where
     F: FnMut(Vec<T>) -> Fut,

@@ -11,9 +11,10 @@
 //!   pages on their way to disk rather than writing them all back in one burst.
 //! * `GroupCommitter` — in: [`FlushWaits`] from the writer, once per burst of its mailbox: a
 //!   [`FlushUpTo`] `{end, msgs, reply}` for each append message of the burst with messages that
-//!   wait (`WAIT` absent or true; `msgs` of them: one for `AppendMessage`, more for an
-//!   `AppendBatch` of the broker's SENDs or a producer batch), sent once the burst's bytes are committed (write rings; with write buffers the group
-//!   committer commits them itself before its flush). One flush covers every request pending
+//!   wait (`wait_store_msg_ok`: the producer's `WAIT` absent or true; `msgs` of them: one for
+//!   `AppendMessage`, more for an `AppendBatch` of the broker's SENDs or a producer batch), sent
+//!   once the burst's bytes are committed (write rings; with write buffers the group committer
+//!   commits them itself before its flush). One flush covers every request pending
 //!   when it starts; requests that arrive during a flush are covered by the next: the flush runs
 //!   on a [`RunGroupCommit`] the group committer sends itself, queued behind the requests already
 //!   in its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
@@ -738,8 +739,8 @@ impl Service for GroupCommitter {
 
     fn started(&mut self, ctx: &mut Context<Metered<Self>>) {
         self.me = Some(ActorRef::of(ctx));
-        // Messages stored with WAIT=false are flushed within 10 ms too (RocketMQ flushes on every
-        // 10 ms wake-up of GroupCommitService).
+        // Messages that do not wait (WAIT=false) are flushed within 10 ms too (RocketMQ flushes
+        // on every 10 ms wake-up of GroupCommitService).
         ctx.run_interval(Duration::from_millis(10), |act, _| {
             let me = &mut act.inner;
             me.core.tick();

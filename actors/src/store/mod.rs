@@ -163,8 +163,9 @@ impl StoreParams {
         self.message_index_safe && self.message_index_enable
     }
 
-    /// Whether a message with `WAIT` absent or true is answered later than one without: after
-    /// the flush (SYNC_FLUSH) or a slave's ack (SYNC_MASTER). Batchers keep the two apart.
+    /// Whether a message that waits (`wait_store_msg_ok`) is answered later than one that does
+    /// not: after the flush (SYNC_FLUSH) or a slave's ack (SYNC_MASTER). Batchers keep the two
+    /// apart.
     pub fn answers_later(&self) -> bool {
         self.sync_flush || self.broker_role == BrokerRole::SyncMaster
     }
@@ -1403,12 +1404,13 @@ impl Store {
     }
 
     /// Many independent producer messages in one writer mailbox message — two in SYNC_FLUSH when
-    /// some carry `WAIT=false` and others wait: the writer answers an `AppendBatch` as a whole, so
-    /// a message that does not wait must not share one with a message whose flush it would then
-    /// wait for, and whose outcome (FLUSH_DISK_TIMEOUT, a failed flush) it would be given. Both
-    /// are handed over before either is awaited, those that do not wait first; this returns once
-    /// both are answered (the broker's and the bench's batchers split a turn that way already, so
-    /// that a `WAIT=false` reply is not held back by the flush).
+    /// some do not wait (`wait_store_msg_ok` false) and others do: the writer answers an
+    /// `AppendBatch` as a whole, so a message that does not wait must not share one with a
+    /// message whose flush it would then wait for, and whose outcome (FLUSH_DISK_TIMEOUT, a
+    /// failed flush) it would be given. Both are handed over before either is awaited, those that
+    /// do not wait first; this returns once both are answered (the broker's and the bench's
+    /// batchers split a turn that way already, so that a `WAIT=false` reply is not held back by
+    /// the flush).
     pub async fn put_many(&self, msgs: Vec<NewMessage>) -> Vec<Result<AppendOk, PutError>> {
         let n = msgs.len();
         let wait_flags: Vec<bool> = if self.params.broker_role == BrokerRole::SyncMaster {
@@ -1478,7 +1480,7 @@ impl Store {
             .collect();
         if self.params.broker_role == BrokerRole::SyncMaster {
             // One wait for the batch: the slave acks in offset order, so the furthest end
-            // decides. Only appends that wait (WAIT absent or true) take its outcome.
+            // decides. Only appends that wait (`wait_store_msg_ok`) take its outcome.
             let waiting: Vec<usize> = (0..out.len())
                 .filter(|&i| wait_flags[i] && out[i].is_ok())
                 .collect();

@@ -17,11 +17,11 @@
 //!
 //! Invariants: a reply is sent only after the record's bytes are published (visible to readers),
 //! and with write rings a wait reaches the group committer only after its bytes are committed; in
-//! SYNC_FLUSH a message with `WAIT` absent or true is answered only once it is flushed (or with
-//! FLUSH_DISK_TIMEOUT after `syncFlushTimeout`), without holding up the appends behind it; a store
-//! that is read-only (a flush failed) or over its disk-space limit refuses with
-//! SERVICE_NOT_AVAILABLE and the reason; so does a slave's writer to every append but its
-//! master's bytes, and a master's writer to those.
+//! SYNC_FLUSH a message whose producer waits (`wait_store_msg_ok`: `WAIT` absent or true) is
+//! answered only once it is flushed (or with FLUSH_DISK_TIMEOUT after `syncFlushTimeout`),
+//! without holding up the appends behind it; a store that is read-only (a flush failed) or over
+//! its disk-space limit refuses with SERVICE_NOT_AVAILABLE and the reason; so does a slave's
+//! writer to every append but its master's bytes, and a master's writer to those.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -40,7 +40,6 @@ use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, GroupCommitter, Pendin
 use super::state::StoreState;
 use super::wake::Waker;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
-use actormq_core::format::properties;
 use actormq_core::store::status::PutStatus;
 
 /// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
@@ -247,11 +246,11 @@ pub struct CommitLogWriter {
 /// precision.
 const TIMEOUT_TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// `WAIT` absent or "true" in any case: the producer wants the reply after the flush
-/// (SYNC_FLUSH). Any other value does not wait, as Java's `Boolean.parseBoolean` in RocketMQ's
-/// `Message.isWaitStoreMsgOK` reads it ("FALSE" too).
+/// The producer wants the reply after the flush (SYNC_FLUSH) and a slave's ack (SYNC_MASTER):
+/// RocketMQ's `Message.isWaitStoreMsgOK`, carried beside the stored bytes (the SEND path sets it
+/// from the producer's `WAIT`, which 4.9.4 does not store), never read from the properties.
 pub(crate) fn waits(m: &NewMessage) -> bool {
-    properties::wait_store_msg_ok(&m.properties)
+    m.wait_store_msg_ok
 }
 
 impl CommitLogWriter {
@@ -676,11 +675,12 @@ mod tests {
         r
     }
 
-    /// `WAIT` as RocketMQ reads it (`Boolean.parseBoolean`): only absent or "true" in any case
-    /// waits for the flush.
+    /// Whether an append waits is the message's `wait_store_msg_ok`, whatever its stored
+    /// properties say: 4.9.4 stores a send without `WAIT`, and delivers a scheduled message with
+    /// the producer's `WAIT` without waiting for it.
     #[test]
-    fn wait_is_read_as_java_parses_a_boolean() {
-        let with = |props: &str| NewMessage {
+    fn the_wait_is_the_messages_flag_not_its_stored_properties() {
+        let with = |props: &str, wait: bool| NewMessage {
             topic: "T".into(),
             queue_id: 0,
             flag: 0,
@@ -693,11 +693,12 @@ mod tests {
             body_crc: 0,
             body: bytes::Bytes::new(),
             properties: props.to_string(),
+            wait_store_msg_ok: wait,
         };
-        assert!(waits(&with("")));
-        assert!(waits(&with("WAIT\u{1}True\u{2}")));
-        assert!(!waits(&with("WAIT\u{1}FALSE\u{2}")));
-        assert!(!waits(&with("WAIT\u{1}no\u{2}")));
+        assert!(waits(&with("", true)));
+        assert!(!waits(&with("", false)));
+        assert!(!waits(&with("WAIT\u{1}true", false)));
+        assert!(waits(&with("WAIT\u{1}false", true)));
     }
 
     /// The group committer may be stuck in `fdatasync` for good: the writer's own tick still
