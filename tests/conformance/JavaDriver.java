@@ -364,7 +364,7 @@ public class JavaDriver {
         }
         c.start();
         boolean all = latch.await(timeout, TimeUnit.MILLISECONDS);
-        if (all) drained(c, timeout);
+        if (all) { drained(c, timeout); committed(c, 10000); }
         if (a.containsKey("linger")) Thread.sleep(Long.parseLong(a.get("linger")));
         c.shutdown();
         OUT.println("push received=" + got.size() + " all=" + all);
@@ -437,6 +437,7 @@ public class JavaDriver {
         if (c != null) {
             // Whatever it had to consume is consumed: what it commits does not depend on timing.
             drained(c, 10000);
+            committed(c, 10000);
             c.shutdown();
         }
         OUT.println("stopped " + (c != null));
@@ -446,6 +447,45 @@ public class JavaDriver {
             OUT.println("received=" + inOrder.size() + " inQueueOrder=" + inQueueOrder(inOrder));
             printSorted(inOrder);
         }
+    }
+
+    /**
+     * Commits the consumer's offsets and waits (bounded) until the broker answers them: its
+     * shutdown commits them again, oneway, so what the broker holds afterwards does not depend
+     * on whether those last oneway frames beat the connection's close.
+     */
+    static void committed(DefaultMQPushConsumer c, long timeout) throws Exception {
+        if (c.getMessageModel() != MessageModel.CLUSTERING) return; // offsets kept locally
+        org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl impl = c.getDefaultMQPushConsumerImpl();
+        impl.persistConsumerOffset();
+        long deadline = System.currentTimeMillis() + timeout;
+        for (MessageQueue mq : impl.getRebalanceImpl().getProcessQueueTable().keySet()) {
+            long want = impl.getOffsetStore().readOffset(mq, org.apache.rocketmq.client.consumer.store.ReadOffsetType.READ_FROM_MEMORY);
+            if (want < 0) continue;
+            long have = -1;
+            while (System.currentTimeMillis() < deadline) {
+                try {
+                    have = impl.getmQClientFactory().getMQClientAPIImpl().queryConsumerOffset(
+                        impl.getmQClientFactory().findBrokerAddressInSubscribe(mq.getBrokerName(), 0, true).getBrokerAddr(),
+                        queryHeader(c.getConsumerGroup(), mq), 3000);
+                } catch (Exception e) {
+                    have = -1; // not committed yet (QUERY_NOT_FOUND)
+                }
+                if (have >= want) break;
+                impl.persistConsumerOffset();
+                Thread.sleep(100);
+            }
+            System.err.println("stop-push " + mq + " memory=" + want + " broker=" + have);
+        }
+    }
+
+    static org.apache.rocketmq.common.protocol.header.QueryConsumerOffsetRequestHeader queryHeader(String group, MessageQueue mq) {
+        org.apache.rocketmq.common.protocol.header.QueryConsumerOffsetRequestHeader h =
+            new org.apache.rocketmq.common.protocol.header.QueryConsumerOffsetRequestHeader();
+        h.setConsumerGroup(group);
+        h.setTopic(mq.getTopic());
+        h.setQueueId(mq.getQueueId());
+        return h;
     }
 
     /** Each queue's messages arrived in queue-offset order, none twice. */

@@ -23,11 +23,11 @@ pub const STORE_KEYS: &[(&str, &str)] = &[
     ("brokerIP1", "127.0.0.1"),
 ];
 
-/// Where Apache RocketMQ 4.9.4 is: `$ROCKETMQ_REFERENCE_HOME` (the `reference/` folder holding
+/// Where Apache RocketMQ 4.9.4 is: `$ACTORMQ_REFERENCE_DIR` (the `reference/` folder holding
 /// `run-java.sh`), else `../shared/reference` beside the repository, else `/work/shared/reference`.
 pub fn reference_dir() -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let candidates: Vec<PathBuf> = std::env::var_os("ROCKETMQ_REFERENCE_HOME")
+    let candidates: Vec<PathBuf> = std::env::var_os("ACTORMQ_REFERENCE_DIR")
         .map(PathBuf::from)
         .into_iter()
         .chain([
@@ -43,7 +43,7 @@ pub fn reference_dir() -> PathBuf {
     panic!(
         "the conformance suite needs Apache RocketMQ 4.9.4 (the reference: run-java.sh, \
          rocketmq-4.9.4/), Java 17 and Debian's libnetty-java; looked in {candidates:?}; set \
-         ROCKETMQ_REFERENCE_HOME or run .ci/run, which installs what is missing"
+         ACTORMQ_REFERENCE_DIR (run-java.sh reads ROCKETMQ_REFERENCE_HOME as the rocketmq-4.9.4 folder itself)"
     )
 }
 

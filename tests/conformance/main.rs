@@ -7,8 +7,10 @@
 //! conformance section is that file) and the summary line to `summary.txt`, each broker's masked
 //! observations beside them.
 //!
-//! Needs Java 17, Debian's libnetty-java and the reference; ignored by plain `cargo test` until
-//! it is deterministic under load. Run: `cargo test --test conformance -- --ignored --nocapture`.
+//! Needs Java 17 and the reference release; installs Debian's libnetty-java when missing
+//! (`setup-java.sh`, as root) and makes the C++ client's venv (`setup-cpp.sh`). Part of
+//! `cargo test`; alone: `cargo test --test conformance -- --nocapture` (about 5 minutes).
+//! `CONFORMANCE_ONLY=<regex>` runs only the scenarios whose names match.
 
 mod brokers;
 mod drivers;
@@ -95,9 +97,6 @@ fn dump(path: &Path, scenarios: &[Scenario], outs: &[Vec<String>]) {
 }
 
 #[test]
-#[ignore = "needs Apache RocketMQ 4.9.4 (../shared/reference), Java 17 with libnetty-java and ~4 min; \
-            not yet deterministic under load (a C++ route refresh and a retry redelivery each \
-            missed once in 6 runs): cargo test --test conformance -- --ignored --nocapture"]
 fn apache_and_actormq_look_the_same_to_every_driver() {
     let mut scenarios = table::load_scenarios(include_str!("scenarios.txt"));
     // While working on a few scenarios: CONFORMANCE_ONLY=<regex over scenario names>.
