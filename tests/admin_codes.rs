@@ -910,3 +910,38 @@ fn a_oneway_commit_read_before_the_peer_closed_is_kept() {
         },
     );
 }
+
+/// Without access control (ActorMQ has none yet, issue #37) the ACL administration codes get
+/// 4.9.4's failure codes with `aclEnable=false` (209, 210, 211; SYSTEM_ERROR for the reads,
+/// which 4.9.4 leaves unanswered) and a remark saying why, never "not supported".
+#[test]
+fn acl_codes_answer_that_access_control_is_off() {
+    run_bounded("acl_codes_answer_that_access_control_is_off", || async {
+        let (_dir, b) = broker(&[]);
+        let c = RemotingClient::connect(&b.broker_addr).await.unwrap();
+        for (code, want) in [
+            (
+                rq::UPDATE_AND_CREATE_ACL_CONFIG,
+                rc::UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+            ),
+            (rq::DELETE_ACL_CONFIG, rc::DELETE_ACL_CONFIG_FAILED),
+            (rq::GET_BROKER_CLUSTER_ACL_INFO, rc::SYSTEM_ERROR),
+            (
+                rq::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                rc::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            ),
+            (rq::GET_BROKER_CLUSTER_ACL_CONFIG, rc::SYSTEM_ERROR),
+        ] {
+            let r = invoke(
+                &c,
+                RemotingCommand::new_request(code).with_ext("accessKey", "k"),
+            )
+            .await;
+            assert_eq!(r.code, want, "code {code}");
+            assert_eq!(
+                r.remark.as_deref(),
+                Some("access control is not enabled on this broker (aclEnable=false)")
+            );
+        }
+    });
+}

@@ -94,7 +94,31 @@ pub const ADMIN_CODES: &[i32] = &[
     // super::client_call
     rq::GET_CONSUMER_RUNNING_INFO,
     rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+    // ACL administration, refused: access control is not enabled (issue #37)
+    rq::UPDATE_AND_CREATE_ACL_CONFIG,
+    rq::DELETE_ACL_CONFIG,
+    rq::GET_BROKER_CLUSTER_ACL_INFO,
+    rq::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    rq::GET_BROKER_CLUSTER_ACL_CONFIG,
 ];
+
+/// The answer to an ACL administration request on a broker without access control: the failure
+/// code 4.9.4 answers with `aclEnable=false` (AdminBrokerProcessor: 209, 210, 211 for the
+/// updates; SYSTEM_ERROR for the reads, which 4.9.4 leaves unanswered), with a remark that says
+/// why instead of Java's NullPointerException text.
+fn acl_disabled(req: &RemotingCommand) -> RemotingCommand {
+    let code = match req.code {
+        rq::UPDATE_AND_CREATE_ACL_CONFIG => rc::UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+        rq::DELETE_ACL_CONFIG => rc::DELETE_ACL_CONFIG_FAILED,
+        rq::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG => rc::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+        _ => rc::SYSTEM_ERROR,
+    };
+    reply(
+        req,
+        code,
+        "access control is not enabled on this broker (aclEnable=false)",
+    )
+}
 
 /// RocketMQ 4.9.4 configuration keys that ActorMQ has no setting for, with the value that
 /// describes what ActorMQ does. GET_BROKER_CONFIG lists them because mqadmin's exportConfigs
@@ -468,6 +492,11 @@ impl BrokerCore {
             rq::QUERY_CONSUME_QUEUE => self.query_consume_queue(req),
             rq::GET_CONSUMER_RUNNING_INFO => self.clone().consumer_running_info(req),
             rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS => self.clone().consumer_status(req),
+            rq::UPDATE_AND_CREATE_ACL_CONFIG
+            | rq::DELETE_ACL_CONFIG
+            | rq::GET_BROKER_CLUSTER_ACL_INFO
+            | rq::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG
+            | rq::GET_BROKER_CLUSTER_ACL_CONFIG => Handled::Reply(acl_disabled(&req)),
             rq::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(req),
             rq::GET_ALL_PRODUCER_INFO => self.all_producers(req),
             rq::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => {
