@@ -7,7 +7,9 @@
 //! series, a long-polled pull marked as such), the consumer-lag gauge follows committed offsets
 //! down to 0, the store and metadata gauges are present, every broker series carries the base
 //! labels (`cluster`, `node_type="broker"`, `node_id`), and every running actor has its four
-//! mailbox series. The whole test runs under [`TEST_LIMIT`].
+//! mailbox series; the process series (`process_cpu_seconds_total` and the other Prometheus
+//! process-collector names, per-thread CPU) are there and CPU never goes down. The whole test
+//! runs under [`TEST_LIMIT`].
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -642,6 +644,56 @@ fn group_commit_counters_count_every_synchronous_send() {
             }
         },
     );
+}
+
+/// The process series (Prometheus's process-collector names, read from `/proc`; the
+/// `TestBroker` runs in this process): CPU seconds positive and never lower on a later scrape
+/// (work done in between), the memory, start-time and fd gauges, and the per-thread CPU with the
+/// store writer's full name (Linux keeps 15 bytes of it). Nothing timed.
+#[test]
+fn process_cpu_memory_and_thread_cpu_are_exported() {
+    with_broker("process-metrics-test", &[], |broker| {
+        let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
+        async move {
+            let c = RemotingClient::connect(&b).await.expect("connect");
+            let first = scrape(&m).await;
+            for i in 0..20 {
+                let r = call(&c, send_request(i % QUEUES, vec![b'p'; SIZE])).await;
+                assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+            }
+            let second = scrape(&m).await;
+            let cpu = |p: &Page| p.value("process_cpu_seconds_total", &[]);
+            assert!(cpu(&first) > 0.0, "{}", first.text);
+            assert!(cpu(&second) >= cpu(&first), "CPU seconds went down");
+            assert!(second
+                .text
+                .contains("# TYPE process_cpu_seconds_total counter"));
+            for gauge in [
+                "process_resident_memory_bytes",
+                "process_virtual_memory_bytes",
+                "process_open_fds",
+                "process_max_fds",
+                "process_threads",
+            ] {
+                assert!(second.value(gauge, &[]) > 0.0, "{gauge}\n{}", second.text);
+            }
+            let start = second.value("process_start_time_seconds", &[]);
+            let now = now_ms() as f64 / 1000.0;
+            assert!(
+                start > 1e9 && start <= now + 1.0,
+                "start {start}, now {now}"
+            );
+            let writer = [("thread", "commitlog_writer")];
+            assert!(
+                second.has("actormq_thread_cpu_seconds_total", &writer),
+                "{}",
+                second.text
+            );
+            assert!(second
+                .find("actormq_thread_cpu_seconds_total", &[])
+                .all(|s| s.value >= 0.0 && !s.labels["thread"].is_empty()));
+        }
+    });
 }
 
 /// `remainTransientStoreBufferNumbs` of GET_BROKER_RUNTIME_INFO (as a `Map<String,String>` KVTable).

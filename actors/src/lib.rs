@@ -2,7 +2,8 @@
 //! binary's commands.
 //!
 //! * [`metered`] — the mechanism that gives every actor mailbox metrics.
-//! * [`metrics`] — the broker's Prometheus `/metrics` endpoint (RocketMQ 5 names and labels).
+//! * [`metrics`] — the broker's Prometheus `/metrics` endpoint (RocketMQ 5 names and labels);
+//!   [`proc_stat`] — a process's CPU, memory and threads from `/proc`.
 //! * [`store`] — the store actors (writer, allocator, flusher, committer for write buffers,
 //!   reput, ConsumeQueue and index builders, schedule delivery) and the [`store::Store`] handle.
 //! * [`remoting`] — the transport: one `Connection` actor per socket, the `Processor` trait, a
@@ -26,5 +27,6 @@ pub mod metrics;
 pub mod namesrv;
 pub mod namesrv_config;
 pub mod namesrv_kv;
+pub mod proc_stat;
 pub mod remoting;
 pub mod store;

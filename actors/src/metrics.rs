@@ -24,11 +24,21 @@
 //!   master, `actormq_ha_slaves` and `actormq_ha_slave_behind_bytes` (replication);
 //! * the store's histogram `actormq_commitlog_flush_seconds` (every CommitLog flush that wrote
 //!   data, SYNC_FLUSH or ASYNC_FLUSH: the disk's side of a send's latency), kept by the store in
-//!   its shared state and given the broker's labels here.
+//!   its shared state and given the broker's labels here;
+//! * the process, read from `/proc` at scrape time ([`crate::proc_stat`]): the Prometheus
+//!   process-collector series `process_cpu_seconds_total` (utime + stime, fractional seconds at
+//!   clock-tick resolution), `process_resident_memory_bytes`, `process_virtual_memory_bytes`,
+//!   `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`, and
+//!   ActorMQ's `actormq_thread_cpu_seconds_total{thread}`: the CPU of the live threads summed by
+//!   thread name (the names `metered::name_thread` gives: one per store actor, `connections`,
+//!   `ha`; a 15-byte truncated name is given back its actor's full name), so a CPU-per-message
+//!   figure can be split by role. The prometheus crate's own `process` feature is not used: its
+//!   `process_cpu_seconds_total` is an integer counter that truncates to whole seconds, too
+//!   coarse for CPU per message over a run of seconds, and it would add the `procfs` crate.
 //!
 //! Every broker metric carries RocketMQ's base labels `cluster`, `node_type="broker"` and
-//! `node_id=<brokerName>` (as constant labels: no cost per observation). The actor series are
-//! process-wide and carry only `actor`.
+//! `node_id=<brokerName>` (as constant labels: no cost per observation). The actor, process and
+//! thread series are process-wide and carry no broker labels (as Prometheus's process collector).
 //!
 //! Hot path: a counter update is a hash lookup by `&str` in a cache owned by the connection
 //! thread plus a few atomic adds; labelled children are created (and allocate) only the first
@@ -621,6 +631,7 @@ impl ScrapeSources {
             &self.metrics.labels.const_labels(),
         ));
         families.extend(self.scrape_gauges().await);
+        families.extend(process_families());
         prometheus::TextEncoder::new()
             .encode_to_string(&families)
             .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
@@ -820,6 +831,96 @@ impl ScrapeSources {
                 .set(total);
         }
     }
+}
+
+/// The process series (see the module docs), from `/proc/self` now. A value `/proc` cannot give
+/// is left out of the page (and logged at debug), never a failed scrape.
+pub fn process_families() -> Vec<MetricFamily> {
+    use crate::proc_stat;
+    use prometheus::{Counter, CounterVec, Gauge};
+    let registry = Registry::new();
+    let add = |c: Box<dyn Collector>| {
+        registry
+            .register(c)
+            .expect("process metric registered once per scrape");
+    };
+    let gauge = |name: &str, help: &str, v: f64| {
+        let g = Gauge::new(name, help).expect("valid metric");
+        g.set(v);
+        add(Box::new(g));
+    };
+    match proc_stat::read_stat(&proc_stat::proc_dir(None).join("stat")) {
+        Ok(s) => {
+            let c = Counter::new(
+                "process_cpu_seconds_total",
+                "Total user and system CPU time spent in seconds.",
+            )
+            .expect("valid metric");
+            c.inc_by(s.cpu_seconds());
+            add(Box::new(c));
+            gauge(
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+                s.rss_bytes() as f64,
+            );
+            gauge(
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes.",
+                s.vsize as f64,
+            );
+            gauge(
+                "process_threads",
+                "Number of OS threads in the process.",
+                s.num_threads as f64,
+            );
+            match proc_stat::boot_time() {
+                Ok(boot) => gauge(
+                    "process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    boot as f64 + s.starttime as f64 / proc_stat::clock_ticks() as f64,
+                ),
+                Err(e) => tracing::debug!(error = %e, "metrics: no boot time"),
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "metrics: no process stat"),
+    }
+    match proc_stat::open_fds(None) {
+        Ok(n) => gauge(
+            "process_open_fds",
+            "Number of open file descriptors.",
+            n as f64,
+        ),
+        Err(e) => tracing::debug!(error = %e, "metrics: no fd count"),
+    }
+    if let Some(n) = proc_stat::max_fds() {
+        gauge(
+            "process_max_fds",
+            "Maximum number of open file descriptors.",
+            n as f64,
+        );
+    }
+    match proc_stat::threads_by_name(None) {
+        Ok(threads) => {
+            let probes = metered::snapshot();
+            let known: Vec<&str> = probes.iter().map(|p| p.name).collect();
+            let cpu = CounterVec::new(
+                Opts::new(
+                    "actormq_thread_cpu_seconds_total",
+                    "User and system CPU time of the live threads of this name, seconds (a \
+                     thread's time leaves the sum when it exits)",
+                ),
+                &["thread"],
+            )
+            .expect("valid metric");
+            for (comm, secs) in &threads {
+                cpu.with_label_values(&[proc_stat::full_thread_name(comm, &known)])
+                    .inc_by(*secs);
+            }
+            add(Box::new(cpu));
+        }
+        Err(e) => tracing::debug!(error = %e, "metrics: no thread list"),
+    }
+    registry.gather()
 }
 
 /// A running `/metrics` endpoint.
