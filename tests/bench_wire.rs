@@ -5,12 +5,14 @@
 //! Each test starts its own broker in its own temp dir and runs on its own thread under a hard
 //! limit (`common::run_bounded`), so a hung broker or client fails the test instead of hanging the
 //! suite. Topics do not exist beforehand: the producer finds TBW102's route
-//! and the broker auto-creates them, as with a real client.
+//! and the broker auto-creates them, as with a real client. Every report also carries the
+//! broker's CPU per message (`--broker-metrics`, `--broker-pid`, or discovered).
 
 mod common;
 
 use std::time::Duration;
 
+use actormq::bench_cpu::{report_lines, BrokerProbe, BrokerUsage};
 use actormq::bench_wire::{
     run_consume, run_produce, ConsumeArgs, ConsumeReport, ErrorSource, ProduceArgs, ProduceReport,
 };
@@ -39,8 +41,12 @@ async fn produce(namesrv: &str, topic: &str, extra: &[&str]) -> ProduceReport {
 /// Consumes `topic` until `expected` messages have arrived (or 10 s pass with none): dispatch
 /// follows the acknowledgements asynchronously, so a short idle bound alone could stop early.
 async fn consume(namesrv: &str, topic: &str, expected: u64) -> ConsumeReport {
+    consume_with(namesrv, topic, expected, &[]).await
+}
+
+async fn consume_with(namesrv: &str, topic: &str, expected: u64, extra: &[&str]) -> ConsumeReport {
     let expected = expected.to_string();
-    let argv = [
+    let mut argv = vec![
         "-n",
         namesrv,
         "--topic",
@@ -54,6 +60,7 @@ async fn consume(namesrv: &str, topic: &str, expected: u64) -> ConsumeReport {
         "--batch-size",
         "32",
     ];
+    argv.extend_from_slice(extra);
     let args = ConsumeArgs::parse(&argv).expect("consume args");
     let report = run_consume(&args)
         .await
@@ -221,6 +228,97 @@ fn broker_errors_are_counted_by_response_code_with_the_first_remark() {
         let args = ConsumeArgs::parse(&["-n", &ns, "--topic", "NoSuchTopic", "--quiet"]).unwrap();
         let err = run_consume(&args).await.expect_err("no route");
         assert!(format!("{err:#}").contains("no route"), "{err:#}");
+        stop_broker(b);
+    });
+}
+
+/// The broker's CPU over a run (issue #34), from each source: its `/metrics` (`--broker-metrics`),
+/// its `/proc/PID/stat` (`--broker-pid`; the `TestBroker` runs in this process) and discovery
+/// through GET_BROKER_CONFIG, which finds port 0 here and says so instead of failing the run. A
+/// pid with no `/proc` entry fails the bench before it sends anything. No timing is asserted: a
+/// short run may use less than one clock tick.
+#[test]
+fn broker_cpu_is_measured_from_metrics_or_proc_and_unavailable_is_explained() {
+    run_bounded("bench_broker_cpu", || async {
+        let (_dir, b) = broker(&[]);
+        let ns = b.namesrv_addr.clone();
+        let pid = std::process::id().to_string();
+        let base = ["--count", "200", "--mode", "sync", "--connections", "2"];
+        let metrics = b.metrics_addr.clone();
+        let r = produce(
+            &ns,
+            "BenchCpu",
+            &[&base[..], &["--broker-metrics", &metrics]].concat(),
+        )
+        .await;
+        assert_clean_produce(&r, 200);
+        match &r.broker_cpu {
+            BrokerUsage::Measured(c) => {
+                assert_eq!(c.probe, BrokerProbe::Metrics(metrics.clone()));
+                assert_eq!(c.messages, 200);
+                assert!(c.cpu_seconds >= 0.0 && c.us_per_msg().is_finite());
+                assert!(c.rss_before.is_some_and(|m| m > 0));
+                assert!(c.rss_after.is_some_and(|m| m > 0));
+            }
+            other => panic!("no broker CPU from /metrics: {other:?}"),
+        }
+
+        let r = produce(
+            &ns,
+            "BenchCpu",
+            &[&base[..], &["--broker-pid", &pid]].concat(),
+        )
+        .await;
+        assert_clean_produce(&r, 200);
+        let lines = report_lines(&r.broker_cpu);
+        assert!(
+            lines[0].starts_with("broker cpu: ")
+                && lines[0].contains(" µs/msg (utime+stime ")
+                && lines[0].contains(&format!("over 200 msgs; /proc/{pid}/stat)")),
+            "{lines:?}"
+        );
+        assert!(lines[1].starts_with("broker rss: "), "{lines:?}");
+
+        let r = produce(&ns, "BenchCpu", &base).await;
+        assert_clean_produce(&r, 200);
+        match &r.broker_cpu {
+            BrokerUsage::Unavailable(why) => {
+                assert!(why.contains("metricsPromExporterPort is 0"), "{why}")
+            }
+            other => panic!("the TestBroker's port 0 cannot be discovered: {other:?}"),
+        }
+
+        let c = consume_with(&ns, "BenchCpu", 600, &["--broker-pid", &pid]).await;
+        match &c.broker_cpu {
+            BrokerUsage::Measured(cpu) => assert_eq!(cpu.messages, 600),
+            other => panic!("no broker CPU for the consumer: {other:?}"),
+        }
+
+        let argv = [
+            &base[..],
+            &[
+                "-n",
+                &ns,
+                "--topic",
+                "BenchCpu",
+                "--quiet",
+                "--broker-pid",
+                "0",
+            ],
+        ]
+        .concat();
+        let args = ProduceArgs::parse(&argv).expect("produce args");
+        let err = run_produce(&args)
+            .await
+            .expect_err("pid 0 has no /proc entry");
+        assert!(
+            format!("{err:#}").contains("/proc/0/stat"),
+            "the error names the entry: {err:#}"
+        );
+        assert!(
+            ProduceArgs::parse(&["--broker-pid", "1", "--broker-metrics", "h:1"]).is_err(),
+            "one source at a time"
+        );
         stop_broker(b);
     });
 }

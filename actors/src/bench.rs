@@ -3,7 +3,10 @@
 //! C concurrent producers append N messages of S bytes (B messages per append) into a temporary
 //! store with async flush; the run then waits for dispatch and reads every message back through
 //! the ConsumeQueues. It prints msgs/s, MB/s, append latency p50/p99/p999 and, measured in the same
-//! run, the bare rate of copying S bytes into a warm mapping — the ceiling no store can beat.
+//! run, the bare rate of copying S bytes into a warm mapping — the ceiling no store can beat; and
+//! the CPU per message (this process is the store: utime + stime of all its threads, producers
+//! included, from the first append until everything is dispatched; the read-back separately) and
+//! the resident set before the store opens and before it shuts down.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -103,6 +106,20 @@ pub struct StoreBenchReport {
     pub sync_table: Option<String>,
     /// Abnormal recovery of the whole CommitLog.
     pub recovery: Option<RecoveryTiming>,
+    /// CPU of this process per message appended (until dispatched) and per message read back,
+    /// microseconds (0 in SYNC_FLUSH runs: their table has it per row).
+    pub append_cpu_us: f64,
+    pub read_cpu_us: f64,
+    /// Resident set before the store opened and before it shut down, bytes.
+    pub rss_start: Option<u64>,
+    pub rss_end: Option<u64>,
+}
+
+/// This process's resident set now, bytes (`None` where `/proc` cannot tell).
+fn rss_now() -> Option<u64> {
+    crate::proc_stat::read_stat(&crate::proc_stat::proc_dir(None).join("stat"))
+        .ok()
+        .map(|s| s.rss_bytes())
 }
 
 /// The ceiling: copy `size`-byte buffers into a warm mapping, `n` times.
@@ -174,6 +191,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     };
     let ceiling = memcpy_ceiling(&root, args.size, args.messages.min(2_000_000))?;
 
+    let rss_start = rss_now();
     let mut params = rocketmq_defaults(&root);
     params.commit_log_file_size = args.file_size;
     params.warm_mapped_files = args.warm;
@@ -184,6 +202,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     let host: SocketAddr = "127.0.0.1:10911".parse()?;
     let per = args.messages / args.producers as u64;
     let total = per * args.producers as u64;
+    let cpu0 = crate::bench_wire::process_cpu();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for p in 0..args.producers {
@@ -239,6 +258,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
         store.wait_dispatched(end, Duration::from_secs(600)).await,
         "dispatch did not catch up"
     );
+    let cpu1 = crate::bench_wire::process_cpu();
     let read_started = Instant::now();
     let reader = store.reader().clone();
     let filter = TagFilter::all();
@@ -257,6 +277,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
         }
     }
     let read_secs = read_started.elapsed().as_secs_f64();
+    let cpu2 = crate::bench_wire::process_cpu();
     anyhow::ensure!(read == total, "read back {read} of {total} messages");
     std::hint::black_box(bytes);
 
@@ -271,6 +292,10 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
         read_back: read,
         sync_table: None,
         recovery: None,
+        append_cpu_us: (cpu1 - cpu0).as_secs_f64() * 1e6 / total.max(1) as f64,
+        read_cpu_us: (cpu2 - cpu1).as_secs_f64() * 1e6 / read.max(1) as f64,
+        rss_start,
+        rss_end: rss_now(),
     };
     let params = store.params().clone();
     store.shutdown().await?;
@@ -404,6 +429,10 @@ async fn run_sync_flush_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBenc
         read_back: 0,
         sync_table: Some(table),
         recovery: None,
+        append_cpu_us: 0.0,
+        read_cpu_us: 0.0,
+        rss_start: None,
+        rss_end: None,
     })
 }
 
@@ -697,8 +726,14 @@ async fn sync_flush_round(
         let secs = started.elapsed().as_secs_f64();
         let hist = shared_hist.borrow().clone();
         let flushed = FlushSnap::of(store.state().flush_time.histogram()).since(&flush0);
-        let cpu = (crate::bench_wire::process_cpu() - cpu0).as_secs_f64() / secs;
-        details.push_str(&actor_deltas(c, cpu, &actors0, &crate::metered::snapshot()));
+        let cpu_secs = (crate::bench_wire::process_cpu() - cpu0).as_secs_f64();
+        details.push_str(&actor_deltas(
+            c,
+            cpu_secs / secs,
+            cpu_secs * 1e6 / total.max(1) as f64,
+            &actors0,
+            &crate::metered::snapshot(),
+        ));
         details.push_str(&flushed.describe(secs));
         details.push_str(&thread_deltas(
             secs,
@@ -780,14 +815,16 @@ fn thread_deltas(secs: f64, before: &[(String, Duration)], after: &[(String, Dur
     line
 }
 
-/// One row's line of actor figures: what changed between two snapshots of the mailbox metrics.
+/// One row's line of actor figures: the process's CPU (cores, and µs per message appended), then
+/// what changed between two snapshots of the mailbox metrics.
 fn actor_deltas(
     producers: usize,
     cpu_cores: f64,
+    cpu_us_per_msg: f64,
     before: &[crate::metered::ProbeSnapshot],
     after: &[crate::metered::ProbeSnapshot],
 ) -> String {
-    let mut line = format!("{producers:>9}: cpu {cpu_cores:.2}");
+    let mut line = format!("{producers:>9}: cpu {cpu_cores:.2} ({cpu_us_per_msg:.1} µs/msg)");
     for a in after {
         let b = before.iter().find(|b| b.name == a.name);
         let n = a.messages - b.map_or(0, |b| b.messages);
@@ -839,6 +876,18 @@ pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
         "read   : {:>12.0} msgs/s (ConsumeQueue + CommitLog, all {} messages)",
         r.read_msgs_per_s, r.read_back
     );
+    println!(
+        "cpu    : {:.2} µs/msg appended (until dispatched), {:.2} µs/msg read back (utime+stime \
+         of this process: producers and store)",
+        r.append_cpu_us, r.read_cpu_us
+    );
+    if let (Some(a), Some(b)) = (r.rss_start, r.rss_end) {
+        println!(
+            "rss    : {} before the store opened, {} before it shut down",
+            crate::bench_cpu::mb(a),
+            crate::bench_cpu::mb(b)
+        );
+    }
     println!("actors (mailbox metrics of this process):");
     for a in crate::metered::snapshot() {
         if a.messages == 0 {

@@ -23,7 +23,9 @@
 //!   new message anywhere for `--idle` seconds. Every record of every pull body is validated with
 //!   `record::check` (`--check-crc` also verifies body CRCs).
 //!
-//! A progress line is printed every second (unless `quiet`), then the totals.
+//! A progress line is printed every second (unless `quiet`), then the totals: msgs/s, latency,
+//! this process's CPU per message and the broker's ([`crate::bench_cpu`]: `--broker-pid`,
+//! `--broker-metrics`, else the broker's own `/metrics` found through its configuration).
 //! The library entry points ([`run_produce`], [`run_consume`]) run on any multi-thread tokio
 //! runtime; the binary gives them one with the default number of workers.
 
@@ -53,6 +55,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use crate::bench_cpu::{BrokerCpuArgs, BrokerMeter, BrokerUsage};
 use crate::remoting::client::RemotingClient;
 use crate::remoting::RemotingCodec;
 
@@ -220,6 +223,8 @@ pub struct ProduceArgs {
     /// threads. Raise it for a remote broker on a larger machine.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
+    #[command(flatten)]
+    pub broker_cpu: BrokerCpuArgs,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -266,6 +271,8 @@ pub struct ConsumeArgs {
     /// No per-second progress lines.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub broker_cpu: BrokerCpuArgs,
 }
 
 /// Parses the defaults of a clap `Args` struct (plus `args`), for library users and tests.
@@ -403,6 +410,8 @@ pub struct ProduceReport {
     /// CPU time this process used during the run (the load generator's own cost, so a reader can
     /// tell whether the client was the bottleneck; includes the broker when run in-process).
     pub process_cpu: Duration,
+    /// The broker's CPU from the first request to the last reply, over the messages acked.
+    pub broker_cpu: BrokerUsage,
 }
 
 impl ProduceReport {
@@ -433,6 +442,9 @@ pub struct ConsumeReport {
     pub errors: Vec<ErrorCount>,
     /// CPU time this process used during the run (see [`ProduceReport::process_cpu`]).
     pub process_cpu: Duration,
+    /// The broker's CPU over the whole run (the final `--idle` wait's empty pulls included),
+    /// over the messages received.
+    pub broker_cpu: BrokerUsage,
 }
 
 impl ConsumeReport {
@@ -1111,6 +1123,12 @@ pub async fn run_produce(args: &ProduceArgs) -> anyhow::Result<ProduceReport> {
     );
     let counters = Arc::new(Counters::default());
     let stop = Arc::new(AtomicBool::new(false));
+    let broker_meter = BrokerMeter::start(
+        args.broker_cpu.broker_metrics.as_deref(),
+        args.broker_cpu.broker_pid,
+        &target.broker_addr,
+    )
+    .await?;
     let progress = (!args.quiet).then(|| spawn_progress("acked", counters.clone(), stop.clone()));
     let cpu_before = process_cpu();
     let spec = FactorySpec {
@@ -1170,6 +1188,7 @@ pub async fn run_produce(args: &ProduceArgs) -> anyhow::Result<ProduceReport> {
             Err(e) => first_err = first_err.or(Some(e)),
         }
     }
+    let broker_cpu = broker_meter.finish(acked).await;
     stop.store(true, Ordering::Relaxed);
     if let Some(p) = progress {
         p.abort();
@@ -1189,6 +1208,7 @@ pub async fn run_produce(args: &ProduceArgs) -> anyhow::Result<ProduceReport> {
         latency: Latency::of(&hist),
         errors: errors.into_vec(),
         process_cpu: process_cpu().saturating_sub(cpu_before),
+        broker_cpu,
     })
 }
 
@@ -1262,6 +1282,9 @@ pub fn print_produce_report(args: &ProduceArgs, r: &ProduceReport) {
         None => println!("latency: n/a (oneway)"),
     }
     println!("cpu    : {}", cpu_line(r.process_cpu, r.sent));
+    for l in crate::bench_cpu::report_lines(&r.broker_cpu) {
+        println!("{l}");
+    }
     print_errors(&r.errors);
 }
 
@@ -1498,6 +1521,12 @@ pub async fn run_consume(args: &ConsumeArgs) -> anyhow::Result<ConsumeReport> {
         started: Instant::now(),
     });
     let stop_progress = Arc::new(AtomicBool::new(false));
+    let broker_meter = BrokerMeter::start(
+        args.broker_cpu.broker_metrics.as_deref(),
+        args.broker_cpu.broker_pid,
+        &target.broker_addr,
+    )
+    .await?;
     let progress = (!args.quiet)
         .then(|| spawn_progress("pulled", shared.counters.clone(), stop_progress.clone()));
     let cpu_before = process_cpu();
@@ -1529,6 +1558,7 @@ pub async fn run_consume(args: &ConsumeArgs) -> anyhow::Result<ConsumeReport> {
         pulls += o.pulls;
         empty_pulls += o.empty_pulls;
     }
+    let broker_cpu = broker_meter.finish(messages).await;
     stop_progress.store(true, Ordering::Relaxed);
     if let Some(p) = progress {
         p.abort();
@@ -1549,6 +1579,7 @@ pub async fn run_consume(args: &ConsumeArgs) -> anyhow::Result<ConsumeReport> {
         latency: Latency::of(&hist),
         errors: errors.into_vec(),
         process_cpu: process_cpu().saturating_sub(cpu_before),
+        broker_cpu,
     })
 }
 
@@ -1584,6 +1615,9 @@ pub fn print_consume_report(args: &ConsumeArgs, r: &ConsumeReport) {
         None => println!("pull latency: n/a (no pull answered)"),
     }
     println!("cpu    : {}", cpu_line(r.process_cpu, r.messages));
+    for l in crate::bench_cpu::report_lines(&r.broker_cpu) {
+        println!("{l}");
+    }
     print_errors(&r.errors);
 }
 

@@ -14,10 +14,12 @@
 //! * [`namesrv`] — the name server's route registry and request processing; [`namesrv_config`]
 //!   its configuration table, [`namesrv_kv`] its KV config table (`kvConfig.json`).
 //! * [`admin`] — `actormq admin`: mqadmin's commands over the wire (tables or `--json`).
-//! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`.
+//! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`;
+//!   [`bench_cpu`] — the broker's CPU per message over a bench run.
 
 pub mod admin;
 pub mod bench;
+pub mod bench_cpu;
 pub mod bench_wire;
 pub mod broker;
 pub mod fsutil;
