@@ -896,7 +896,7 @@ fn a_oneway_commit_read_before_the_peer_closed_is_kept() {
                     };
                     // Carried out after the close, so asked until it is there (bounded).
                     let mut last = None;
-                    for _ in 0..200 {
+                    for _ in 0..1000 {
                         let r = invoke(&c, query()).await;
                         last = r.ext("offset").map(str::to_string);
                         if r.code == rc::SUCCESS && last.as_deref() == Some("7") {
