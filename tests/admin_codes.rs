@@ -105,13 +105,7 @@ fn store_admin_codes_answer_as_rocketmq() {
         let (_dir, b) = broker(&[]);
         let c = RemotingClient::connect(&b.broker_addr).await.unwrap();
         let topic = "CodesTopic";
-        let create = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
-            .with_ext("topic", topic)
-            .with_ext("defaultTopic", "TBW102")
-            .with_ext("readQueueNums", "2")
-            .with_ext("writeQueueNums", "2")
-            .with_ext("perm", "6")
-            .with_ext("topicFilterType", "SINGLE_TAG");
+        let create = create_topic(topic, 2);
         assert_eq!(invoke(&c, create).await.code, rc::SUCCESS);
         // Answered only once the name server has the topic (as 4.9.4's updateAndCreateTopic
         // after registerIncrementBrokerData): a route asked for right away finds it.
@@ -862,13 +856,7 @@ fn a_oneway_commit_read_before_the_peer_closed_is_kept() {
             let (_dir, b) = broker(&[]);
             let topic = "OnewayCommitTopic";
             let c = RemotingClient::connect(&b.broker_addr).await.unwrap();
-            let create = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
-                .with_ext("topic", topic)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("readQueueNums", "8")
-                .with_ext("writeQueueNums", "8")
-                .with_ext("perm", "6")
-                .with_ext("topicFilterType", "SINGLE_TAG");
+            let create = create_topic(topic, 8);
             assert_eq!(invoke(&c, create).await.code, rc::SUCCESS);
             let commit = |group: &str, queue: i32| {
                 RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)

@@ -48,16 +48,6 @@ async fn heartbeat(c: &mut FakeClient, client_id: &str, group: &str, topic: &str
     assert_eq!(r.code, rc::SUCCESS, "heartbeat: {:?}", r.remark);
 }
 
-fn create_topic(topic: &str, queues: u32) -> RemotingCommand {
-    RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("readQueueNums", queues.to_string())
-        .with_ext("writeQueueNums", queues.to_string())
-        .with_ext("perm", "6")
-        .with_ext("topicFilterType", "SINGLE_TAG")
-}
-
 fn send(topic: &str, props: &str, body: &str) -> RemotingCommand {
     RemotingCommand::new_request(rq::SEND_MESSAGE)
         .with_ext("producerGroup", "P")

@@ -36,6 +36,7 @@ pub mod header;
 mod json_fast;
 mod json_header;
 mod rocketmq_header;
+pub mod version;
 
 pub use batch::{decode_batch, encode_batch, BatchError, BatchItem};
 pub use body::parse_java_json;

@@ -442,3 +442,17 @@ impl FakeClient {
         );
     }
 }
+
+/// UPDATE_AND_CREATE_TOPIC for `topic` with `queues` read and write queues, perm RW, as
+/// mqadmin's updateTopic sends it.
+pub fn create_topic(topic: &str, queues: u32) -> actormq_core::protocol::command::RemotingCommand {
+    actormq_core::protocol::command::RemotingCommand::new_request(
+        actormq_core::protocol::codes::request_code::UPDATE_AND_CREATE_TOPIC,
+    )
+    .with_ext("topic", topic)
+    .with_ext("defaultTopic", "TBW102")
+    .with_ext("readQueueNums", queues.to_string())
+    .with_ext("writeQueueNums", queues.to_string())
+    .with_ext("perm", "6")
+    .with_ext("topicFilterType", "SINGLE_TAG")
+}

@@ -21,27 +21,11 @@ use actormq_core::protocol::consumer_status::{
 use actormq_core::protocol::header::{
     GetConsumerConnectionListRequestHeader, GetConsumerRunningInfoRequestHeader,
 };
+use actormq_core::protocol::version::version_desc;
 use serde_json::{json, Value};
 
 use super::client::{AdminClient, AdminError};
 use super::{connection_of, group_brokers};
-
-/// `MQVersion.getVersionDesc`: from V4_0_0_SNAPSHOT (ordinal 212) the enum runs
-/// `V<a>_<b>_<c>_SNAPSHOT`, `V<a>_<b>_<c>` for a in 4..=5, b and c in 0..=9, then
-/// HIGHER_VERSION. Older clients are named by ordinal.
-pub fn version_desc(v: i32) -> String {
-    const V4_0_0_SNAPSHOT: i32 = 212;
-    const HIGHER_VERSION: i32 = 612;
-    match v {
-        v if v >= HIGHER_VERSION => "HIGHER_VERSION".into(),
-        v if v >= V4_0_0_SNAPSHOT => {
-            let k = v - V4_0_0_SNAPSHOT;
-            let suffix = if k % 2 == 0 { "_SNAPSHOT" } else { "" };
-            format!("V{}_{}_{}{suffix}", 4 + k / 200, k % 200 / 20, k % 20 / 2)
-        }
-        v => format!("V3 (ordinal {v})"),
-    }
-}
 
 /// Java's `UtilAll.timeMillisToHumanString`: local `yyyyMMddHHmmssSSS`.
 fn human_time(ms: i64) -> String {
@@ -423,14 +407,6 @@ pub async fn get_consumer_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn version_names_follow_mqversion() {
-        assert_eq!(version_desc(401), "V4_9_4");
-        assert_eq!(version_desc(400), "V4_9_4_SNAPSHOT");
-        assert_eq!(version_desc(212), "V4_0_0_SNAPSHOT");
-        assert_eq!(version_desc(613), "HIGHER_VERSION");
-    }
 
     #[test]
     fn a_report_has_java_s_sections() {

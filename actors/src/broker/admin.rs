@@ -38,6 +38,7 @@ use actormq_core::protocol::body::{parse_java_json, MessageQueue, TopicList};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::*;
+use actormq_core::protocol::version::{version_desc, V3_0_7_SNAPSHOT};
 use actormq_core::store::validate::FORBIDDEN_TOPICS;
 use arc_swap::ArcSwap;
 
@@ -1103,7 +1104,7 @@ impl BrokerCore {
                     rc::SYSTEM_ERROR,
                     format!(
                         "the client does not support this feature. version={}",
-                        mq_version_desc(old)
+                        version_desc(old)
                     ),
                 );
             }
@@ -1154,48 +1155,6 @@ impl BrokerCore {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64)
     }
-}
-
-/// `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: the first client version that understands
-/// RESET_CONSUMER_CLIENT_OFFSET.
-const V3_0_7_SNAPSHOT: i32 = 28;
-
-/// `MQVersion.getVersionDesc` for the versions below [`V3_0_7_SNAPSHOT`] (common/src/main/java/
-/// org/apache/rocketmq/common/MQVersion.java's enum, in order).
-fn mq_version_desc(v: i32) -> &'static str {
-    const OLD: [&str; 28] = [
-        "V3_0_0_SNAPSHOT",
-        "V3_0_0_ALPHA1",
-        "V3_0_0_BETA1",
-        "V3_0_0_BETA2",
-        "V3_0_0_BETA3",
-        "V3_0_0_BETA4",
-        "V3_0_0_BETA5",
-        "V3_0_0_BETA6_SNAPSHOT",
-        "V3_0_0_BETA6",
-        "V3_0_0_BETA7_SNAPSHOT",
-        "V3_0_0_BETA7",
-        "V3_0_0_BETA8_SNAPSHOT",
-        "V3_0_0_BETA8",
-        "V3_0_0_BETA9_SNAPSHOT",
-        "V3_0_0_BETA9",
-        "V3_0_0_FINAL",
-        "V3_0_1_SNAPSHOT",
-        "V3_0_1",
-        "V3_0_2_SNAPSHOT",
-        "V3_0_2",
-        "V3_0_3_SNAPSHOT",
-        "V3_0_3",
-        "V3_0_4_SNAPSHOT",
-        "V3_0_4",
-        "V3_0_5_SNAPSHOT",
-        "V3_0_5",
-        "V3_0_6_SNAPSHOT",
-        "V3_0_6",
-    ];
-    OLD.get(v.clamp(0, 27) as usize)
-        .copied()
-        .unwrap_or("V3_0_0_SNAPSHOT")
 }
 
 /// Topics the broker owns: never deleted by an admin.

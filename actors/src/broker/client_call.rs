@@ -43,6 +43,7 @@ use actormq_core::protocol::consumer_status::{client_offsets, consumer_status_js
 use actormq_core::protocol::header::{
     GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader,
 };
+use actormq_core::protocol::version::{version_desc, V3_0_7_SNAPSHOT};
 
 use super::clients;
 use super::processor::{header_or_reply, later, reply, BrokerCore};
@@ -54,53 +55,17 @@ pub const CALL_CLIENT_TIMEOUT: Duration = Duration::from_millis(10_000);
 /// `MQVersion.Version.V3_1_8_SNAPSHOT.ordinal()`: older clients cannot answer.
 const V3_1_8_SNAPSHOT: i32 = 62;
 
-/// `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: older clients cannot answer 221.
-const V3_0_7_SNAPSHOT: i32 = 28;
-
 /// How long the broker waits for each consumer's answer to GET_CONSUMER_STATUS_FROM_CLIENT
 /// (`Broker2Client.getConsumeStatus`'s `invokeSync` timeout).
 pub const CONSUMER_STATUS_TIMEOUT: Duration = Duration::from_millis(5_000);
 
-/// `MQVersion.Version` names below V3_0_7_SNAPSHOT (ordinal 28), the clients 223 refuses.
-const OLD_VERSIONS: [&str; 28] = [
-    "V3_0_0_SNAPSHOT",
-    "V3_0_0_ALPHA1",
-    "V3_0_0_BETA1",
-    "V3_0_0_BETA2",
-    "V3_0_0_BETA3",
-    "V3_0_0_BETA4",
-    "V3_0_0_BETA5",
-    "V3_0_0_BETA6_SNAPSHOT",
-    "V3_0_0_BETA6",
-    "V3_0_0_BETA7_SNAPSHOT",
-    "V3_0_0_BETA7",
-    "V3_0_0_BETA8_SNAPSHOT",
-    "V3_0_0_BETA8",
-    "V3_0_0_BETA9_SNAPSHOT",
-    "V3_0_0_BETA9",
-    "V3_0_0_FINAL",
-    "V3_0_1_SNAPSHOT",
-    "V3_0_1",
-    "V3_0_2_SNAPSHOT",
-    "V3_0_2",
-    "V3_0_3_SNAPSHOT",
-    "V3_0_3",
-    "V3_0_4_SNAPSHOT",
-    "V3_0_4",
-    "V3_0_5_SNAPSHOT",
-    "V3_0_5",
-    "V3_0_6_SNAPSHOT",
-    "V3_0_6",
-];
-
 /// Java's remark for a consumer too old for 223 (a negative ordinal, which Java cannot name,
 /// is named by its number).
 fn too_old(version: i32) -> String {
-    let name = usize::try_from(version)
-        .ok()
-        .and_then(|v| OLD_VERSIONS.get(v))
-        .map_or_else(|| format!("ordinal {version}"), |n| n.to_string());
-    format!("the client does not support this feature. version={name}")
+    format!(
+        "the client does not support this feature. version={}",
+        version_desc(version)
+    )
 }
 
 /// One consumer's offsets as it reported them.
