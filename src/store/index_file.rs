@@ -718,134 +718,188 @@ fn names_past(f: &IndexFile, end: i64) -> bool {
     f.end_phy_offset() >= end
 }
 
+/// Refuses a geometry the files cannot have: RocketMQ's sizes and counts are Java `int`s, and
+/// entry 0 is never used.
+fn check_geometry(slot_num: u32, index_num: u32) -> Result<(), IndexError> {
+    let config = |rule| IndexError::Config {
+        slot_num,
+        index_num,
+        rule,
+    };
+    if slot_num == 0 || slot_num > i32::MAX as u32 {
+        return Err(config("hashSlotNum must be within 1..=i32::MAX"));
+    }
+    if index_num < 2 || index_num > i32::MAX as u32 {
+        return Err(config(
+            "indexNum must be within 2..=i32::MAX (entry 0 is unused)",
+        ));
+    }
+    if usize::try_from(file_size(slot_num, index_num)).is_err() {
+        return Err(config("file size does not fit the address space"));
+    }
+    Ok(())
+}
+
+/// The index file names in `dir`, sorted. Removes what an interrupted creation of ours left
+/// (`.*.tmp`); other files are logged and left alone.
+fn list_index_files(dir: &Path) -> Result<Vec<String>, IndexError> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir, "list directory"))? {
+        let entry = entry.map_err(io_err(dir, "list directory"))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !entry
+            .file_type()
+            .map_err(io_err(&entry.path(), "stat"))?
+            .is_file()
+        {
+            continue;
+        }
+        if is_index_file_name(&name) {
+            names.push(name);
+        } else if name.starts_with('.') && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path()); // our interrupted creation
+        } else {
+            tracing::warn!(file = %entry.path().display(), "ignoring non-index file in index dir");
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The rebuild marker an interrupted start left beside `dir`, with its path, if there is one.
+/// An empty or unreadable marker reads as the default one: rebuild everything from offset 0.
+fn read_rebuild_marker(dir: &Path) -> Result<Option<(PathBuf, RebuildMarker)>, IndexError> {
+    let path = marker_path(dir);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read(&path).map_err(io_err(&path, "read"))?;
+    let marker = match serde_json::from_slice::<RebuildMarker>(&text) {
+        Ok(m) => m,
+        Err(e) => {
+            if !text.is_empty() {
+                tracing::error!(file = %path.display(), error = %e,
+                    "unreadable index rebuild marker: rebuilding the whole index");
+            }
+            RebuildMarker::default() // from 0, every file a rebuild file
+        }
+    };
+    Ok(Some((path, marker)))
+}
+
+/// Splits `names` by an interrupted rebuild's marker: the files it names and those the rebuild
+/// made (named after its floor) go, as the returned damage; the rest are kept. Also returns the
+/// name floor for new files: after every file there was.
+fn apply_rebuild_marker(
+    dir: &Path,
+    (path, marker): (PathBuf, RebuildMarker),
+    names: Vec<String>,
+) -> (Vec<String>, IndexDamage, Option<String>) {
+    // Only index file names: the marker never reaches outside `dir`.
+    let listed = |n: &String| marker.delete.contains(n) || marker.corrupt.as_ref() == Some(n);
+    let floor = marker.floor.as_ref().filter(|f| is_index_file_name(f));
+    let (gone, kept): (Vec<String>, Vec<String>) = names
+        .into_iter()
+        .partition(|n| listed(n) || floor.is_none_or(|f| n > f));
+    let name_floor = floor.cloned().max(gone.iter().max().cloned());
+    let corrupt = marker
+        .corrupt
+        .filter(|n| gone.contains(n))
+        .map(|n| dir.join(n));
+    let damage = IndexDamage {
+        reason: format!(
+            "{}: a rebuild of the index from CommitLog offset {} did not finish",
+            path.display(),
+            marker.from
+        ),
+        delete: gone
+            .iter()
+            .map(|n| dir.join(n))
+            .filter(|p| Some(p) != corrupt.as_ref())
+            .collect(),
+        corrupt,
+        resume_from: Some(marker.from),
+    };
+    (kept, damage, name_floor)
+}
+
+/// Maps the files `names` in order, up to the first whose size or header breaks a rule: that
+/// one and every later one are added to `damage` instead.
+fn load_index_files(
+    dir: &Path,
+    names: &[String],
+    slot_num: u32,
+    index_num: u32,
+    damage: &mut Option<IndexDamage>,
+) -> Result<Vec<Arc<IndexFile>>, IndexError> {
+    // A file of the wrong size is damage only if another file has the size the config asks
+    // for; otherwise the config more likely changed (hashSlotNum, indexNum), and rebuilding
+    // the whole index would destroy every file over a typo: refused.
+    let expected = file_size(slot_num, index_num);
+    let config_matches = names
+        .iter()
+        .any(|n| std::fs::metadata(dir.join(n)).is_ok_and(|m| m.len() == expected));
+    let mut files = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        match IndexFile::open(&dir.join(n), slot_num, index_num) {
+            Ok(f) => files.push(Arc::new(f)),
+            Err(IndexError::Size {
+                file,
+                actual,
+                expected,
+            }) if !config_matches => {
+                return Err(IndexError::ConfigMismatch {
+                    file,
+                    actual,
+                    expected,
+                })
+            }
+            // The index is derived from the CommitLog: a file whose size or header breaks a
+            // rule (a truncated copy, a damaged disk) is rebuilt rather than refusing the
+            // start. The files after it go too — the index is appended in CommitLog order,
+            // so the damaged file's records could not be indexed again in front of them.
+            Err(error @ (IndexError::Size { .. } | IndexError::Header { .. })) => {
+                add_damage(damage, &error, dir, &names[i..]);
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(files)
+}
+
+/// Adds to `damage` the file `rest[0]`, which broke a rule (`error`), and every file after it.
+fn add_damage(damage: &mut Option<IndexDamage>, error: &IndexError, dir: &Path, rest: &[String]) {
+    let d = damage.get_or_insert_with(IndexDamage::default);
+    if !d.reason.is_empty() {
+        d.reason.push_str("; ");
+    }
+    d.reason.push_str(&error.to_string());
+    let damaged = dir.join(&rest[0]);
+    if d.corrupt.is_none() {
+        d.corrupt = Some(damaged);
+    } else {
+        d.delete.push(damaged);
+    }
+    d.delete.extend(rest[1..].iter().map(|n| dir.join(n)));
+}
+
 impl IndexStore {
     /// Opens (creating if needed) `dir` and loads its index files in name order, up to the first
     /// whose size or header breaks a rule (see [`damage`](Self::damage)). Other errors (I/O,
     /// config, and a wrong size when no file has the size the config gives) refuse.
     pub fn open(dir: &Path, slot_num: u32, index_num: u32) -> Result<IndexStore, IndexError> {
-        let config = |rule| IndexError::Config {
-            slot_num,
-            index_num,
-            rule,
-        };
-        if slot_num == 0 || slot_num > i32::MAX as u32 {
-            return Err(config("hashSlotNum must be within 1..=i32::MAX"));
-        }
-        if index_num < 2 || index_num > i32::MAX as u32 {
-            return Err(config(
-                "indexNum must be within 2..=i32::MAX (entry 0 is unused)",
-            ));
-        }
-        if usize::try_from(file_size(slot_num, index_num)).is_err() {
-            return Err(config("file size does not fit the address space"));
-        }
+        check_geometry(slot_num, index_num)?;
         std::fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io_err(dir, "list directory"))? {
-            let entry = entry.map_err(io_err(dir, "list directory"))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !entry
-                .file_type()
-                .map_err(io_err(&entry.path(), "stat"))?
-                .is_file()
-            {
-                continue;
+        let names = list_index_files(dir)?;
+        let (names, mut damage, name_floor) = match read_rebuild_marker(dir)? {
+            Some(marker) => {
+                let (kept, damage, floor) = apply_rebuild_marker(dir, marker, names);
+                (kept, Some(damage), floor)
             }
-            if is_index_file_name(&name) {
-                names.push(name);
-            } else if name.starts_with('.') && name.ends_with(".tmp") {
-                let _ = std::fs::remove_file(entry.path()); // our interrupted creation
-            } else {
-                tracing::warn!(file = %entry.path().display(), "ignoring non-index file in index dir");
-            }
-        }
-        names.sort();
-        let mut damage: Option<IndexDamage> = None;
-        let mut name_floor = None;
-        let marker_path = marker_path(dir);
-        if marker_path.exists() {
-            let text = std::fs::read(&marker_path).map_err(io_err(&marker_path, "read"))?;
-            let marker = match serde_json::from_slice::<RebuildMarker>(&text) {
-                Ok(m) => m,
-                Err(e) => {
-                    if !text.is_empty() {
-                        tracing::error!(file = %marker_path.display(), error = %e,
-                            "unreadable index rebuild marker: rebuilding the whole index");
-                    }
-                    RebuildMarker::default() // from 0, every file a rebuild file
-                }
-            };
-            // Only index file names: the marker never reaches outside `dir`.
-            let listed =
-                |n: &String| marker.delete.contains(n) || marker.corrupt.as_ref() == Some(n);
-            let floor = marker.floor.as_ref().filter(|f| is_index_file_name(f));
-            let (gone, kept): (Vec<String>, Vec<String>) = names
-                .into_iter()
-                .partition(|n| listed(n) || floor.is_none_or(|f| n > f));
-            names = kept;
-            name_floor = floor.cloned().max(gone.iter().max().cloned());
-            let corrupt = marker
-                .corrupt
-                .filter(|n| gone.contains(n))
-                .map(|n| dir.join(n));
-            damage = Some(IndexDamage {
-                reason: format!(
-                    "{}: a rebuild of the index from CommitLog offset {} did not finish",
-                    marker_path.display(),
-                    marker.from
-                ),
-                delete: gone
-                    .iter()
-                    .map(|n| dir.join(n))
-                    .filter(|p| Some(p) != corrupt.as_ref())
-                    .collect(),
-                corrupt,
-                resume_from: Some(marker.from),
-            });
-        }
-        // A file of the wrong size is damage only if another file has the size the config asks
-        // for; otherwise the config more likely changed (hashSlotNum, indexNum), and rebuilding
-        // the whole index would destroy every file over a typo: refused.
-        let expected = file_size(slot_num, index_num);
-        let config_matches = names
-            .iter()
-            .any(|n| std::fs::metadata(dir.join(n)).is_ok_and(|m| m.len() == expected));
-        let mut files = Vec::with_capacity(names.len());
-        for (i, n) in names.iter().enumerate() {
-            match IndexFile::open(&dir.join(n), slot_num, index_num) {
-                Ok(f) => files.push(Arc::new(f)),
-                Err(IndexError::Size {
-                    file,
-                    actual,
-                    expected,
-                }) if !config_matches => {
-                    return Err(IndexError::ConfigMismatch {
-                        file,
-                        actual,
-                        expected,
-                    })
-                }
-                // The index is derived from the CommitLog: a file whose size or header breaks a
-                // rule (a truncated copy, a damaged disk) is rebuilt rather than refusing the
-                // start. The files after it go too — the index is appended in CommitLog order,
-                // so the damaged file's records could not be indexed again in front of them.
-                Err(error @ (IndexError::Size { .. } | IndexError::Header { .. })) => {
-                    let d = damage.get_or_insert_with(IndexDamage::default);
-                    if !d.reason.is_empty() {
-                        d.reason.push_str("; ");
-                    }
-                    d.reason.push_str(&error.to_string());
-                    if d.corrupt.is_none() {
-                        d.corrupt = Some(dir.join(n));
-                    } else {
-                        d.delete.push(dir.join(n));
-                    }
-                    d.delete.extend(names[i + 1..].iter().map(|n| dir.join(n)));
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+            None => (names, None, None),
+        };
+        let files = load_index_files(dir, &names, slot_num, index_num, &mut damage)?;
         // The last file takes new entries, anywhere in it (hash slots): a RocketMQ store's index
         // files are sparse, and a write into a hole on a full disk is a SIGBUS, so its blocks are
         // reserved now (one syscall for a file this store made, which has them).
