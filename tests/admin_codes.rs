@@ -762,8 +762,8 @@ fn consumer_status_asks_each_consumer_and_merges_as_java() {
 #[test]
 fn send_msg_status_and_check_msg_send_rt_print_java_s_lines() {
     run_bounded("send_msg_status_and_check_msg_send_rt", || async {
-        use actormq::admin::client::AdminClient;
-        use actormq::admin::send::{check_msg_send_rt, send_msg_status};
+        use actormq::tools::admin::client::AdminClient;
+        use actormq::tools::admin::send::{check_msg_send_rt, send_msg_status};
         let (_dir, b) = broker(&[]);
         let admin = AdminClient::new(&b.namesrv_addr, Duration::from_secs(5));
         let start = std::time::Instant::now();

@@ -12,8 +12,8 @@ mod common;
 
 use std::time::Duration;
 
-use actormq::bench_cpu::{report_lines, BrokerProbe, BrokerUsage};
-use actormq::bench_wire::{
+use actormq::tools::bench_cpu::{report_lines, BrokerProbe, BrokerUsage};
+use actormq::tools::bench_wire::{
     run_consume, run_produce, ConsumeArgs, ConsumeReport, ErrorSource, ProduceArgs, ProduceReport,
 };
 use actormq::remoting::client::RemotingClient;

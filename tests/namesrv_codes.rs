@@ -369,7 +369,7 @@ fn a_running_broker_is_listed_by_cluster_and_system_list() {
 /// `ACTORMQ_REFERENCE_NAMESRV=127.0.0.1:<port> cargo test --test namesrv_codes -- --ignored
 /// --nocapture`.
 #[test]
-#[ignore]
+#[ignore = "a tool, not a test: needs an Apache name server at ACTORMQ_REFERENCE_NAMESRV"]
 fn print_reference_answers() {
     run_bounded("print_reference_answers", || async {
         let addr = std::env::var("ACTORMQ_REFERENCE_NAMESRV")
@@ -392,8 +392,8 @@ fn print_reference_answers() {
 #[test]
 fn admin_consumer_status_prints_the_consumer_s_report() {
     run_bounded("admin_consumer_status", || async {
-        use actormq::admin::client::AdminClient;
-        use actormq::admin::status::consumer_status;
+        use actormq::tools::admin::client::AdminClient;
+        use actormq::tools::admin::status::consumer_status;
         use actormq_core::protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
         let (_dir, b) = broker(&[]);
         let mut consumer = FakeClient::connect(&b.broker_addr).await;

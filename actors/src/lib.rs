@@ -17,10 +17,6 @@
 //! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`;
 //!   [`bench_cpu`] — the broker's CPU per message over a bench run.
 
-pub mod admin;
-pub mod bench;
-pub mod bench_cpu;
-pub mod bench_wire;
 pub mod broker;
 pub mod fsutil;
 pub mod ha;
@@ -32,3 +28,4 @@ pub mod namesrv_kv;
 pub mod proc_stat;
 pub mod remoting;
 pub mod store;
+pub mod tools;

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use actormq::bench::{print_store_report, run_store_bench, StoreBenchArgs};
-use actormq::bench_wire::{
+use actormq::broker::BrokerOptions;
+use actormq::tools::bench::{print_store_report, run_store_bench, StoreBenchArgs};
+use actormq::tools::bench_wire::{
     print_consume_report, print_produce_report, run_consume, run_produce, ConsumeArgs, ProduceArgs,
 };
-use actormq::broker::BrokerOptions;
 use actormq_core::clock::SystemClock;
 use actormq_core::config::{
     load_with_overrides, load_with_runtime, parse_override, print_config_items, process_env,
@@ -71,7 +71,7 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Administer a cluster: mqadmin's commands (clusterList, topicStatus, consumerProgress, …).
-    Admin(actormq::admin::AdminArgs),
+    Admin(actormq::tools::admin::AdminArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -155,7 +155,7 @@ fn main() -> anyhow::Result<()> {
         Command::Namesrv { listen, config } => run_namesrv(listen, config),
         Command::Admin(args) => {
             // An admin error is for a person: one line, no backtrace, exit status 1.
-            if let Err(e) = client_runtime(cores())?.block_on(actormq::admin::run(args)) {
+            if let Err(e) = client_runtime(cores())?.block_on(actormq::tools::admin::run(args)) {
                 eprintln!("error: {e:#}");
                 std::process::exit(1);
             }

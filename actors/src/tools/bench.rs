@@ -202,7 +202,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     let host: SocketAddr = "127.0.0.1:10911".parse()?;
     let per = args.messages / args.producers as u64;
     let total = per * args.producers as u64;
-    let cpu0 = crate::bench_wire::process_cpu();
+    let cpu0 = crate::tools::bench_wire::process_cpu();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for p in 0..args.producers {
@@ -258,7 +258,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
         store.wait_dispatched(end, Duration::from_secs(600)).await,
         "dispatch did not catch up"
     );
-    let cpu1 = crate::bench_wire::process_cpu();
+    let cpu1 = crate::tools::bench_wire::process_cpu();
     let read_started = Instant::now();
     let reader = store.reader().clone();
     let filter = TagFilter::all();
@@ -277,7 +277,7 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
         }
     }
     let read_secs = read_started.elapsed().as_secs_f64();
-    let cpu2 = crate::bench_wire::process_cpu();
+    let cpu2 = crate::tools::bench_wire::process_cpu();
     anyhow::ensure!(read == total, "read back {read} of {total} messages");
     std::hint::black_box(bytes);
 
@@ -711,8 +711,8 @@ async fn sync_flush_round(
         let bytes0 = store.max_offset().0;
         let flush0 = FlushSnap::of(store.state().flush_time.histogram());
         let actors0 = crate::metered::snapshot();
-        let cpu0 = crate::bench_wire::process_cpu();
-        let threads0 = crate::bench_wire::thread_cpu();
+        let cpu0 = crate::tools::bench_wire::process_cpu();
+        let threads0 = crate::tools::bench_wire::thread_cpu();
         let started = Instant::now();
         measuring.set(true);
         deadline.set(epoch.elapsed() + Duration::from_secs_f64(args.seconds));
@@ -726,7 +726,7 @@ async fn sync_flush_round(
         let secs = started.elapsed().as_secs_f64();
         let hist = shared_hist.borrow().clone();
         let flushed = FlushSnap::of(store.state().flush_time.histogram()).since(&flush0);
-        let cpu_secs = (crate::bench_wire::process_cpu() - cpu0).as_secs_f64();
+        let cpu_secs = (crate::tools::bench_wire::process_cpu() - cpu0).as_secs_f64();
         details.push_str(&actor_deltas(
             c,
             cpu_secs / secs,
@@ -738,7 +738,7 @@ async fn sync_flush_round(
         details.push_str(&thread_deltas(
             secs,
             &threads0,
-            &crate::bench_wire::thread_cpu(),
+            &crate::tools::bench_wire::thread_cpu(),
         ));
         let flushes = store
             .state()
@@ -884,8 +884,8 @@ pub fn print_store_report(args: &StoreBenchArgs, r: &StoreBenchReport) {
     if let (Some(a), Some(b)) = (r.rss_start, r.rss_end) {
         println!(
             "rss    : {} before the store opened, {} before it shut down",
-            crate::bench_cpu::mb(a),
-            crate::bench_cpu::mb(b)
+            crate::tools::bench_cpu::mb(a),
+            crate::tools::bench_cpu::mb(b)
         );
     }
     println!("actors (mailbox metrics of this process):");

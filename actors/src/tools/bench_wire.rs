@@ -24,7 +24,7 @@
 //!   `record::check` (`--check-crc` also verifies body CRCs).
 //!
 //! A progress line is printed every second (unless `quiet`), then the totals: msgs/s, latency,
-//! this process's CPU per message and the broker's ([`crate::bench_cpu`]: `--broker-pid`,
+//! this process's CPU per message and the broker's ([`crate::tools::bench_cpu`]: `--broker-pid`,
 //! `--broker-metrics`, else the broker's own `/metrics` found through its configuration).
 //! The library entry points ([`run_produce`], [`run_consume`]) run on any multi-thread tokio
 //! runtime; the binary gives them one with the default number of workers.
@@ -55,9 +55,9 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use crate::bench_cpu::{BrokerCpuArgs, BrokerMeter, BrokerUsage};
 use crate::remoting::client::RemotingClient;
 use crate::remoting::RemotingCodec;
+use crate::tools::bench_cpu::{BrokerCpuArgs, BrokerMeter, BrokerUsage};
 
 /// Timeout of the name-server and admin requests (route, max offset).
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -1282,7 +1282,7 @@ pub fn print_produce_report(args: &ProduceArgs, r: &ProduceReport) {
         None => println!("latency: n/a (oneway)"),
     }
     println!("cpu    : {}", cpu_line(r.process_cpu, r.sent));
-    for l in crate::bench_cpu::report_lines(&r.broker_cpu) {
+    for l in crate::tools::bench_cpu::report_lines(&r.broker_cpu) {
         println!("{l}");
     }
     print_errors(&r.errors);
@@ -1615,7 +1615,7 @@ pub fn print_consume_report(args: &ConsumeArgs, r: &ConsumeReport) {
         None => println!("pull latency: n/a (no pull answered)"),
     }
     println!("cpu    : {}", cpu_line(r.process_cpu, r.messages));
-    for l in crate::bench_cpu::report_lines(&r.broker_cpu) {
+    for l in crate::tools::bench_cpu::report_lines(&r.broker_cpu) {
         println!("{l}");
     }
     print_errors(&r.errors);
