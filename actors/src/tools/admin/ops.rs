@@ -11,19 +11,22 @@
 //! and `addWritePerm` print a `Failed` line for a refusing one and go on (the command then exits
 //! non-zero); the others stop at the first refusal.
 
-use std::sync::atomic::Ordering;
-
 use actormq_core::protocol::admin::QueryConsumeQueueResponseBody;
 use actormq_core::protocol::codes::request_code as rq;
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::*;
+use clap::Args;
 use serde_json::{json, Value};
 
 use super::client::{AdminClient, AdminError, Result};
-use super::{perm_str, targets, Target, JSON};
+use super::group::consume_stats;
+use super::message::bound;
+use super::show::Table;
+use super::topic::delete_topic;
+use super::{json_mode, perm_str, targets, Outcome, Target};
 
 fn quiet() -> bool {
-    JSON.load(Ordering::Relaxed)
+    json_mode()
 }
 
 /// `key=value` lines of a Java properties text (comments and blank lines skipped).
@@ -81,32 +84,6 @@ pub async fn delete_sub_group(
     Ok(
         json!({"group": group, "removeOffset": remove_offset, "brokers": addrs, "deletedTopics": topics}),
     )
-}
-
-async fn delete_topic(
-    admin: &AdminClient,
-    addrs: &[String],
-    cluster: &str,
-    topic: &str,
-) -> Result<()> {
-    for addr in addrs {
-        let cmd = RemotingCommand::new_request(rq::DELETE_TOPIC_IN_BROKER).with_ext_fields(
-            DeleteTopicRequestHeader {
-                topic: topic.to_string(),
-            }
-            .to_ext_fields(),
-        );
-        admin.call(addr, cmd).await?;
-    }
-    let cmd = RemotingCommand::new_request(rq::DELETE_TOPIC_IN_NAMESRV).with_ext_fields(
-        DeleteTopicFromNamesrvRequestHeader {
-            topic: topic.to_string(),
-            cluster_name: Some(cluster.to_string()),
-        }
-        .to_ext_fields(),
-    );
-    admin.call_namesrv(cmd).await?;
-    Ok(())
 }
 
 /// `updateTopicPerm` (105, then 17 with the route's queue numbers and the new perm; with -b
@@ -444,7 +421,7 @@ pub async fn clone_group_offset(
     dest: &str,
     topic: &str,
 ) -> anyhow::Result<Value> {
-    let stats = super::consume_stats(admin, src, None).await?;
+    let stats = consume_stats(admin, src, None).await?;
     if stats.offset_table.is_empty() {
         anyhow::bail!("CODE: 206 (CONSUMER_NOT_ONLINE) Not found the consumer group consume stats, because return offset table is empty, maybe the consumer not consume any message");
     }
@@ -497,11 +474,11 @@ pub async fn reset_offset_old(
     topic: &str,
     ts: i64,
     force: bool,
-) -> anyhow::Result<super::Table> {
+) -> anyhow::Result<Table> {
     use actormq_core::protocol::admin::{ConsumeStats, TopicStatsTable};
     let route = admin.route(topic).await?;
     let read_queues = route.queue_datas.last().map_or(0, |q| q.read_queue_nums);
-    let mut t = super::Table::new(&[
+    let mut t = Table::new(&[
         "brokerName",
         "queueId",
         "brokerOffset",
@@ -554,7 +531,7 @@ pub async fn reset_offset_old(
         queues.sort();
         for (q, broker_offset, consumer_offset) in queues {
             let at = (ts != -1).then_some(ts);
-            let reset = super::bound(admin, addr, topic, q, at, rq::GET_MAX_OFFSET).await?;
+            let reset = bound(admin, addr, topic, q, at, rq::GET_MAX_OFFSET).await?;
             let mut rollback = consumer_offset;
             if force || reset <= consumer_offset {
                 rollback = reset;
@@ -580,4 +557,206 @@ pub async fn reset_offset_old(
         }
     }
     Ok(t)
+}
+
+// The commands' options, each with the `run` that hands them to the function above.
+
+// `deleteSubGroup`.
+#[derive(Args, Debug, Clone)]
+pub struct DeleteSubGroup {
+    #[arg(short = 'g', long = "groupName")]
+    group: String,
+    #[command(flatten)]
+    target: Target,
+    /// Also delete the group's consumer offsets.
+    #[arg(short = 'r', long = "removeOffset", action = clap::ArgAction::Set, default_value_t = false)]
+    remove_offset: bool,
+}
+
+impl DeleteSubGroup {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        let v = delete_sub_group(admin, &self.group, &self.target, self.remove_offset).await?;
+        Ok(Some(v))
+    }
+}
+
+// `updateTopicPerm`.
+#[derive(Args, Debug, Clone)]
+pub struct UpdateTopicPerm {
+    #[arg(short = 't', long)]
+    topic: String,
+    /// 2 = write, 4 = read, 6 = read and write.
+    #[arg(short = 'p', long)]
+    perm: i32,
+    #[command(flatten)]
+    target: Target,
+}
+
+impl UpdateTopicPerm {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        Ok(Some(
+            update_topic_perm(admin, &self.topic, self.perm, &self.target).await?,
+        ))
+    }
+}
+
+// `topicClusterList`.
+#[derive(Args, Debug, Clone)]
+pub struct TopicClusterList {
+    #[arg(short = 't', long)]
+    topic: String,
+}
+
+impl TopicClusterList {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        Ok(Some(topic_cluster_list(admin, &self.topic).await?))
+    }
+}
+
+// `updateNamesrvConfig`.
+#[derive(Args, Debug, Clone)]
+pub struct UpdateNamesrvConfig {
+    #[arg(short = 'k', long)]
+    key: String,
+    #[arg(short = 'v', long)]
+    value: String,
+}
+
+impl UpdateNamesrvConfig {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        Ok(Some(
+            update_namesrv_config(admin, &self.key, &self.value).await?,
+        ))
+    }
+}
+
+// `queryCq`.
+#[derive(Args, Debug, Clone)]
+pub struct QueryCq {
+    #[arg(short = 't', long)]
+    topic: String,
+    #[arg(short = 'q', long = "queue")]
+    queue: i32,
+    /// First queue index.
+    #[arg(short = 'i', long)]
+    index: i64,
+    #[arg(short = 'c', long, default_value_t = 10)]
+    count: i32,
+    /// Broker address (default: the master of the route's first broker).
+    #[arg(short = 'b', long)]
+    broker: Option<String>,
+    /// Consumer group (its subscription and filter are shown).
+    #[arg(short = 'g', long = "consumer")]
+    group: Option<String>,
+}
+
+impl QueryCq {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        let (broker, group) = (self.broker.as_deref(), self.group.as_deref());
+        let v = query_cq(
+            admin,
+            &self.topic,
+            self.queue,
+            self.index,
+            self.count,
+            broker,
+            group,
+        );
+        Ok(Some(v.await?))
+    }
+}
+
+/// `cleanExpiredCQ`'s request.
+pub const CLEAN_EXPIRED_CQ: i32 = rq::CLEAN_EXPIRED_CONSUMEQUEUE;
+/// `cleanUnusedTopic`'s request.
+pub const CLEAN_UNUSED_TOPIC: i32 = rq::CLEAN_UNUSED_TOPIC;
+
+// `cleanExpiredCQ` and `cleanUnusedTopic`.
+#[derive(Args, Debug, Clone)]
+pub struct Clean {
+    #[arg(short = 'b', long = "brokerAddr")]
+    broker: Option<String>,
+    #[arg(short = 'c', long = "cluster")]
+    cluster: Option<String>,
+}
+
+impl Clean {
+    /// Sends `code` ([`CLEAN_EXPIRED_CQ`] or [`CLEAN_UNUSED_TOPIC`]) to each broker.
+    pub async fn run(self, admin: &AdminClient, code: i32) -> Outcome {
+        let (broker, cluster) = (self.broker.as_deref(), self.cluster.as_deref());
+        Ok(Some(clean(admin, code, broker, cluster).await?))
+    }
+}
+
+// `wipeWritePerm` and `addWritePerm`.
+#[derive(Args, Debug, Clone)]
+pub struct WritePerm {
+    #[arg(short = 'b', long = "brokerName")]
+    broker: String,
+}
+
+impl WritePerm {
+    /// Gives write permission back when `add`, else takes it.
+    pub async fn run(self, admin: &AdminClient, add: bool) -> Outcome {
+        Ok(Some(write_perm(admin, &self.broker, add).await?))
+    }
+}
+
+// `updateKvConfig`.
+#[derive(Args, Debug, Clone)]
+pub struct UpdateKvConfig {
+    #[arg(short = 's', long)]
+    namespace: String,
+    #[arg(short = 'k', long)]
+    key: String,
+    #[arg(short = 'v', long)]
+    value: String,
+}
+
+impl UpdateKvConfig {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        let (namespace, key) = (&self.namespace, &self.key);
+        Ok(Some(
+            kv_config(admin, namespace, key, Some(&self.value)).await?,
+        ))
+    }
+}
+
+// `deleteKvConfig`.
+#[derive(Args, Debug, Clone)]
+pub struct DeleteKvConfig {
+    #[arg(short = 's', long)]
+    namespace: String,
+    #[arg(short = 'k', long)]
+    key: String,
+}
+
+impl DeleteKvConfig {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        Ok(Some(
+            kv_config(admin, &self.namespace, &self.key, None).await?,
+        ))
+    }
+}
+
+// `cloneGroupOffset`.
+#[derive(Args, Debug, Clone)]
+pub struct CloneGroupOffset {
+    #[arg(short = 's', long = "srcGroup")]
+    src: String,
+    #[arg(short = 'd', long = "destGroup")]
+    dest: String,
+    #[arg(short = 't', long)]
+    topic: String,
+    /// Accepted as mqadmin 4.9.4 accepts it; it changes nothing there either.
+    #[arg(short = 'o', long)]
+    offline: Option<String>,
+}
+
+impl CloneGroupOffset {
+    pub async fn run(self, admin: &AdminClient) -> Outcome {
+        Ok(Some(
+            clone_group_offset(admin, &self.src, &self.dest, &self.topic).await?,
+        ))
+    }
 }

@@ -30,9 +30,11 @@ use actormq_core::protocol::header::{
 };
 use actormq_core::uniq_id::UniqIdGenerator;
 use chrono::{Datelike, TimeZone};
+use clap::Args;
 use serde_json::{json, Value};
 
 use super::client::{AdminClient, AdminError};
+use super::Outcome;
 
 /// The template topic of auto-created topics and how many queues a producer asks for.
 const DEFAULT_TOPIC: &str = "TBW102";
@@ -407,6 +409,42 @@ pub async fn check_msg_send_rt(
 /// `%-32s  %-4s  %-20s    %s`.
 fn rt_row(broker: &str, qid: &str, result: &str, rt: &str) -> String {
     format!("{broker:<32}  {qid:<4}  {result:<20}    {rt}")
+}
+
+// `sendMsgStatus`.
+#[derive(Args, Debug, Clone)]
+pub struct SendMsgStatus {
+    #[arg(short = 'b', long = "brokerName")]
+    broker_name: String,
+    #[arg(short = 's', long = "messageSize", default_value_t = 128)]
+    size: i32,
+    #[arg(short = 'c', long = "count", default_value_t = 50)]
+    count: i32,
+}
+
+impl SendMsgStatus {
+    pub async fn run(self, admin: &AdminClient, json: bool) -> Outcome {
+        let v = send_msg_status(admin, &self.broker_name, self.size, self.count, json);
+        Ok(Some(v.await?))
+    }
+}
+
+// `checkMsgSendRT`.
+#[derive(Args, Debug, Clone)]
+pub struct CheckMsgSendRt {
+    #[arg(short = 't', long)]
+    topic: String,
+    #[arg(short = 'a', long, default_value_t = 100)]
+    amount: i64,
+    #[arg(short = 's', long, default_value_t = 128)]
+    size: i64,
+}
+
+impl CheckMsgSendRt {
+    pub async fn run(self, admin: &AdminClient, json: bool) -> Outcome {
+        let v = check_msg_send_rt(admin, &self.topic, self.amount, self.size, json);
+        Ok(Some(v.await?))
+    }
 }
 
 #[cfg(test)]

@@ -22,10 +22,12 @@ use actormq_core::protocol::header::{
     GetConsumerConnectionListRequestHeader, GetConsumerRunningInfoRequestHeader,
 };
 use actormq_core::protocol::version::version_desc;
+use clap::Args;
 use serde_json::{json, Value};
 
 use super::client::{AdminClient, AdminError};
-use super::{connection_of, group_brokers};
+use super::group::{connection_of, group_brokers};
+use super::Outcome;
 
 /// Java's `UtilAll.timeMillisToHumanString`: local `yyyyMMddHHmmssSSS`.
 fn human_time(ms: i64) -> String {
@@ -402,6 +404,48 @@ pub async fn get_consumer_status(
         })
         .collect();
     Ok(Value::Array(rows))
+}
+
+// `consumerStatus`.
+#[derive(Args, Debug, Clone)]
+pub struct ConsumerStatus {
+    #[arg(short = 'g', long = "consumerGroup")]
+    group: String,
+    #[arg(short = 'i', long = "clientId")]
+    client_id: Option<String>,
+    /// Broker to ask for the group's connections.
+    #[arg(short = 'b', long = "brokerAddr")]
+    broker: Option<String>,
+    /// Ask the consumer for its thread dump.
+    #[arg(short = 's', long = "jstack")]
+    jstack: bool,
+}
+
+impl ConsumerStatus {
+    pub async fn run(self, admin: &AdminClient, json: bool) -> Outcome {
+        let (client_id, broker) = (self.client_id.as_deref(), self.broker.as_deref());
+        let v = consumer_status(admin, &self.group, client_id, broker, self.jstack, json);
+        Ok(Some(v.await?))
+    }
+}
+
+// `getConsumerStatus`.
+#[derive(Args, Debug, Clone)]
+pub struct GetConsumerStatus {
+    #[arg(short = 'g', long = "group")]
+    group: String,
+    #[arg(short = 't', long)]
+    topic: String,
+    #[arg(short = 'i', long = "originClientId", default_value = "")]
+    origin_client_id: String,
+}
+
+impl GetConsumerStatus {
+    pub async fn run(self, admin: &AdminClient, json: bool) -> Outcome {
+        let origin = &self.origin_client_id;
+        let v = get_consumer_status(admin, &self.group, &self.topic, origin, json);
+        Ok(Some(v.await?))
+    }
 }
 
 #[cfg(test)]
