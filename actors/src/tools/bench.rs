@@ -198,57 +198,11 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     params.transient_store_pool_size = pool_size(args);
     let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
 
-    let body = Bytes::from(vec![0x42u8; args.size]);
-    let host: SocketAddr = "127.0.0.1:10911".parse()?;
-    let per = args.messages / args.producers as u64;
-    let total = per * args.producers as u64;
+    let total = args.messages / args.producers as u64 * args.producers as u64;
     let cpu0 = crate::tools::bench_wire::process_cpu();
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for p in 0..args.producers {
-        let store = store.clone();
-        let body = body.clone();
-        let batch = args.batch.max(1);
-        let queues = args.queues.max(1);
-        tasks.push(actix_rt::spawn(async move {
-            let mut hist =
-                Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
-            let mut sent = 0u64;
-            let mut errors = 0u64;
-            while sent < per {
-                let n = batch.min((per - sent) as usize);
-                let msgs: Vec<_> = (0..n)
-                    .map(|i| {
-                        let seq = p as u64 * per + sent + i as u64;
-                        message("BenchTopic", (seq % queues as u64) as i32, &body, seq, host)
-                    })
-                    .collect();
-                let t = Instant::now();
-                let results = if n == 1 {
-                    vec![
-                        store
-                            .put(msgs.into_iter().next().expect("one message"))
-                            .await,
-                    ]
-                } else {
-                    store.put_many(msgs).await
-                };
-                let _ = hist.record(t.elapsed().as_micros().max(1) as u64);
-                errors += results.iter().filter(|r| r.is_err()).count() as u64;
-                sent += n as u64;
-            }
-            (hist, errors)
-        }));
-    }
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut errors = 0;
-    for t in tasks {
-        let (h, e) = t.await?;
-        hist.add(h)?;
-        errors += e;
-    }
+    let hist = append_all(&store, args).await?;
     let append_secs = started.elapsed().as_secs_f64();
-    anyhow::ensure!(errors == 0, "{errors} appends failed");
 
     // Read everything back through the ConsumeQueues.
     // With write buffers, what was appended is readable once committed: commit it all first.
@@ -260,28 +214,12 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     );
     let cpu1 = crate::tools::bench_wire::process_cpu();
     let read_started = Instant::now();
-    let reader = store.reader().clone();
-    let filter = TagFilter::all();
-    let mut read = 0u64;
-    let mut bytes = 0usize;
-    for q in 0..args.queues.max(1) {
-        let mut off = QueueOffset(0);
-        loop {
-            let r = reader.get_messages("BenchTopic", q, off, GetLimits::default(), &filter);
-            if r.status != GetStatus::Found {
-                break;
-            }
-            read += r.messages.len() as u64;
-            bytes += r.messages.iter().map(|m| m.as_bytes().len()).sum::<usize>();
-            off = r.next_begin_offset;
-        }
-    }
+    let read = read_all(&store, args.queues.max(1));
     let read_secs = read_started.elapsed().as_secs_f64();
     let cpu2 = crate::tools::bench_wire::process_cpu();
     anyhow::ensure!(read == total, "read back {read} of {total} messages");
-    std::hint::black_box(bytes);
 
-    let report = StoreBenchReport {
+    let mut report = StoreBenchReport {
         append_msgs_per_s: total as f64 / append_secs,
         append_mb_per_s: total as f64 * args.size as f64 / append_secs / 1e6,
         p50_us: hist.value_at_quantile(0.50) as f64,
@@ -300,11 +238,106 @@ pub async fn run_store_bench(args: &StoreBenchArgs) -> anyhow::Result<StoreBench
     let params = store.params().clone();
     store.shutdown().await?;
     drop(store);
-    let mut report = report;
     if args.recovery {
         report.recovery = Some(time_abnormal_recovery(params).await?);
     }
     Ok(report)
+}
+
+/// `--producers` concurrent producers append `--messages` (rounded down to a multiple of the
+/// producers) in batches of `--batch`; the append latencies of them all. Any failed append fails
+/// the run.
+async fn append_all(store: &Rc<Store>, args: &StoreBenchArgs) -> anyhow::Result<Histogram<u64>> {
+    let body = Bytes::from(vec![0x42u8; args.size]);
+    let host: SocketAddr = "127.0.0.1:10911".parse()?;
+    let per = args.messages / args.producers as u64;
+    let mut tasks = Vec::new();
+    for p in 0..args.producers {
+        let load = AppendLoad {
+            first_seq: p as u64 * per,
+            count: per,
+            batch: args.batch.max(1),
+            queues: args.queues.max(1),
+            body: body.clone(),
+            host,
+        };
+        tasks.push(actix_rt::spawn(append_producer(store.clone(), load)));
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let mut errors = 0;
+    for t in tasks {
+        let (h, e) = t.await?;
+        hist.add(h)?;
+        errors += e;
+    }
+    anyhow::ensure!(errors == 0, "{errors} appends failed");
+    Ok(hist)
+}
+
+/// One producer's share of `bench store`: messages `first_seq..first_seq + count`, round-robin
+/// over the queues.
+struct AppendLoad {
+    first_seq: u64,
+    count: u64,
+    batch: usize,
+    queues: i32,
+    body: Bytes,
+    host: SocketAddr,
+}
+
+/// Appends `load` (one `put` per message when the batch is 1, else `put_many`); the latency of
+/// each append and the number of failed messages.
+async fn append_producer(store: Rc<Store>, load: AppendLoad) -> (Histogram<u64>, u64) {
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("static bounds");
+    let mut sent = 0u64;
+    let mut errors = 0u64;
+    while sent < load.count {
+        let n = load.batch.min((load.count - sent) as usize);
+        let msgs: Vec<_> = (0..n)
+            .map(|i| {
+                let seq = load.first_seq + sent + i as u64;
+                let queue = (seq % load.queues as u64) as i32;
+                message("BenchTopic", queue, &load.body, seq, load.host)
+            })
+            .collect();
+        let t = Instant::now();
+        let results = if n == 1 {
+            vec![
+                store
+                    .put(msgs.into_iter().next().expect("one message"))
+                    .await,
+            ]
+        } else {
+            store.put_many(msgs).await
+        };
+        let _ = hist.record(t.elapsed().as_micros().max(1) as u64);
+        errors += results.iter().filter(|r| r.is_err()).count() as u64;
+        sent += n as u64;
+    }
+    (hist, errors)
+}
+
+/// Reads every message of queues `0..queues` of the bench topic back through the ConsumeQueues;
+/// how many.
+fn read_all(store: &Store, queues: i32) -> u64 {
+    let reader = store.reader().clone();
+    let filter = TagFilter::all();
+    let mut read = 0u64;
+    let mut bytes = 0usize;
+    for q in 0..queues {
+        let mut off = QueueOffset(0);
+        loop {
+            let r = reader.get_messages("BenchTopic", q, off, GetLimits::default(), &filter);
+            if r.status != GetStatus::Found {
+                break;
+            }
+            read += r.messages.len() as u64;
+            bytes += r.messages.iter().map(|m| m.as_bytes().len()).sum::<usize>();
+            off = r.next_begin_offset;
+        }
+    }
+    std::hint::black_box(bytes);
+    read
 }
 
 /// Abnormal recovery of everything in the store: an abort file and a zeroed checkpoint (a crash
@@ -634,160 +667,268 @@ async fn sync_flush_round(
     );
     for (run, &c) in args.concurrency.iter().enumerate() {
         let dir = root.join(format!("sync-{run}"));
-        let mut params = rocketmq_defaults(&dir);
-        params.commit_log_file_size = args.file_size.min(SYNC_FILE_CAP);
-        params.sync_flush = true;
-        params.warm_mapped_files = args.warm;
-        params.transient_store_pool_size = pool_size(args);
-        let file_size = params.commit_log_file_size;
-        let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
-        // Producers record only while `measuring`, and stop at `deadline` (time since `epoch`),
-        // both set once the warm-up is over.
-        let epoch = Instant::now();
-        let measuring = Rc::new(std::cell::Cell::new(!args.sync_warmup));
-        let deadline = Rc::new(std::cell::Cell::new(if args.sync_warmup {
-            Duration::from_secs_f64(args.seconds * 11.0)
-        } else {
-            Duration::from_secs_f64(args.seconds)
-        }));
-        let mut tasks = Vec::new();
-        let coalescer = args.coalesce.then(|| PutCoalescer::new(store.clone()));
-        // One histogram for all producers (they share this thread): one per producer is ~140 KiB
-        // each, and 256 of them made every record a cache miss — producer work that, in lock
-        // step, adds to every message's latency.
-        let shared_hist = Rc::new(std::cell::RefCell::new(Histogram::<u64>::new_with_bounds(
-            1, 60_000_000, 3,
-        )?));
-        for p in 0..c {
-            let store = store.clone();
-            let body = body.clone();
-            let queues = args.queues.max(1) as u64;
-            let (measuring, deadline) = (measuring.clone(), deadline.clone());
-            let coalescer = coalescer.clone();
-            let hist = shared_hist.clone();
-            tasks.push(actix_rt::spawn(async move {
-                let (mut n, mut errors, mut timeouts) = (0u64, 0u64, 0u64);
-                let mut seq = 0u64;
-                while epoch.elapsed() < deadline.get() {
-                    let id = ((p as u64) << 32) | seq;
-                    seq += 1;
-                    let t = Instant::now();
-                    let m = message("BenchSync", (id % queues) as i32, &body, id, host);
-                    let put = match &coalescer {
-                        Some(c) => c.put(m).await,
-                        None => store.put(m).await,
-                    };
-                    if !measuring.get() {
-                        continue;
-                    }
-                    match put {
-                        Ok(ok) if ok.status == actormq_core::store::status::PutStatus::PutOk => {}
-                        Ok(_) => timeouts += 1,
-                        Err(_) => errors += 1,
-                    }
-                    let _ = hist
-                        .borrow_mut()
-                        .record(t.elapsed().as_micros().max(1) as u64);
-                    n += 1;
-                }
-                (n, errors, timeouts)
-            }));
-        }
-        if args.sync_warmup {
-            // Until the writer is in the second file (or the warm-up's own bound).
-            let bound = Duration::from_secs_f64(args.seconds * 10.0);
-            while store.max_offset().0 <= file_size && epoch.elapsed() < bound {
-                actix_rt::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-        let f0 = store
-            .state()
-            .group_flushes
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let w0 = store
-            .state()
-            .group_messages
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let bytes0 = store.max_offset().0;
-        let flush0 = FlushSnap::of(store.state().flush_time.histogram());
-        let actors0 = crate::metered::snapshot();
-        let cpu0 = crate::tools::bench_wire::process_cpu();
-        let threads0 = crate::tools::bench_wire::thread_cpu();
-        let started = Instant::now();
-        measuring.set(true);
-        deadline.set(epoch.elapsed() + Duration::from_secs_f64(args.seconds));
-        let (mut total, mut errors, mut timeouts) = (0, 0, 0);
-        for t in tasks {
-            let (n, e, to) = t.await?;
-            total += n;
-            errors += e;
-            timeouts += to;
-        }
-        let secs = started.elapsed().as_secs_f64();
-        let hist = shared_hist.borrow().clone();
-        let flushed = FlushSnap::of(store.state().flush_time.histogram()).since(&flush0);
-        let cpu_secs = (crate::tools::bench_wire::process_cpu() - cpu0).as_secs_f64();
-        details.push_str(&actor_deltas(
-            c,
-            cpu_secs / secs,
-            cpu_secs * 1e6 / total.max(1) as f64,
-            &actors0,
-            &crate::metered::snapshot(),
-        ));
-        details.push_str(&flushed.describe(secs));
-        details.push_str(&thread_deltas(
-            secs,
-            &threads0,
-            &crate::tools::bench_wire::thread_cpu(),
-        ));
-        let flushes = store
-            .state()
-            .group_flushes
-            .load(std::sync::atomic::Ordering::Relaxed)
-            - f0;
-        let messages = store
-            .state()
-            .group_messages
-            .load(std::sync::atomic::Ordering::Relaxed)
-            - w0;
-        anyhow::ensure!(errors == 0, "{errors} appends failed at {c} producers");
-        let rate = total as f64 / secs;
-        let fps = flushes as f64 / secs;
-        let batch = messages as f64 / flushes.max(1) as f64;
-        let p99 = hist.value_at_quantile(0.99) as f64;
-        // What one group commit wrote on average: the honest baseline for its fdatasync is a bare
-        // write of that many bytes, not of one message.
-        let batch_bytes = ((store.max_offset().0 - bytes0) / flushes.max(1)).max(1) as usize;
-        store.shutdown().await?;
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
-        let (batch_p50, batch_p99) = bare_fdatasync(root, batch_bytes, 1000)?;
-        rows.push(SyncRow {
+        let m = sync_row(args, &dir, c, &body, host).await?;
+        details.push_str(&m.details);
+        let (batch_p50, batch_p99) = bare_fdatasync(root, m.batch_bytes, 1000)?;
+        let row = SyncRow {
             producers: c,
-            rate,
-            p50: hist.value_at_quantile(0.5) as f64,
-            p99,
+            rate: m.rate(),
+            p50: m.hist.value_at_quantile(0.5) as f64,
+            p99: m.hist.value_at_quantile(0.99) as f64,
             bare_p99,
-            flush_p99: flushed.quantile(0.99) * 1e6,
-            flush_busy: flushed.sum / secs,
+            flush_p99: m.flushed.quantile(0.99) * 1e6,
+            flush_busy: m.flushed.sum / m.secs,
             batch_p99,
-        });
-        table.push_str(&format!(
-            "{c:>9} {rate:>8.0} {:>8} {p99:>8.0} {fps:>10.0} {batch:>11.1} {:>30.2} {:>15.2} \
-             {batch_bytes:>9} {batch_p50:>16.0} {batch_p99:>16.0} {:>22.2}{}\n",
-            hist.value_at_quantile(0.5),
-            rate / (fps * batch).max(1e-9),
-            p99 / bare_p99.max(1.0),
-            p99 / batch_p99.max(1.0),
-            if timeouts > 0 {
-                format!("  ({timeouts} FLUSH_DISK_TIMEOUT)")
-            } else {
-                String::new()
-            }
-        ));
+        };
+        table.push_str(&m.line(&row, batch_p50));
+        rows.push(row);
     }
     table.push_str(&details);
     Ok((table, rows))
+}
+
+/// What one SYNC_FLUSH row measured over its `--seconds`, before its bare loop of the batch.
+struct SyncMeasure {
+    producers: usize,
+    total: u64,
+    timeouts: u64,
+    secs: f64,
+    hist: Histogram<u64>,
+    flushes: u64,
+    messages: u64,
+    /// What one group commit wrote on average: the honest baseline for its fdatasync is a bare
+    /// write of that many bytes, not of one message.
+    batch_bytes: usize,
+    flushed: FlushSnap,
+    /// The row's CPU, mailbox and flush figures (see [`actor_deltas`], [`thread_deltas`]).
+    details: String,
+}
+
+impl SyncMeasure {
+    fn rate(&self) -> f64 {
+        self.total as f64 / self.secs
+    }
+
+    /// The row's line of the SYNC_FLUSH table.
+    fn line(&self, row: &SyncRow, batch_p50: f64) -> String {
+        let (c, rate, p99) = (self.producers, row.rate, row.p99);
+        let fps = self.flushes as f64 / self.secs;
+        let batch = self.messages as f64 / self.flushes.max(1) as f64;
+        let (bare_p99, batch_p99, batch_bytes) = (row.bare_p99, row.batch_p99, self.batch_bytes);
+        format!(
+            "{c:>9} {rate:>8.0} {:>8} {p99:>8.0} {fps:>10.0} {batch:>11.1} {:>30.2} {:>15.2} \
+             {batch_bytes:>9} {batch_p50:>16.0} {batch_p99:>16.0} {:>22.2}{}\n",
+            self.hist.value_at_quantile(0.5),
+            rate / (fps * batch).max(1e-9),
+            p99 / bare_p99.max(1.0),
+            p99 / batch_p99.max(1.0),
+            if self.timeouts > 0 {
+                format!("  ({} FLUSH_DISK_TIMEOUT)", self.timeouts)
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
+/// The store's counters a SYNC_FLUSH row reads when its measured seconds start.
+struct SyncSnap {
+    flushes: u64,
+    messages: u64,
+    bytes: u64,
+    flush: FlushSnap,
+    actors: Vec<crate::metered::ProbeSnapshot>,
+    cpu: Duration,
+    threads: Vec<(String, Duration)>,
+}
+
+impl SyncSnap {
+    fn take(store: &Store) -> SyncSnap {
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        SyncSnap {
+            flushes: store.state().group_flushes.load(relaxed),
+            messages: store.state().group_messages.load(relaxed),
+            bytes: store.max_offset().0,
+            flush: FlushSnap::of(store.state().flush_time.histogram()),
+            actors: crate::metered::snapshot(),
+            cpu: crate::tools::bench_wire::process_cpu(),
+            threads: crate::tools::bench_wire::thread_cpu(),
+        }
+    }
+}
+
+/// The producers' shared clock: they record only while `measuring` and stop at `deadline`
+/// (time since `epoch`), both set once the warm-up is over.
+#[derive(Clone)]
+struct SyncGate {
+    epoch: Instant,
+    measuring: Rc<std::cell::Cell<bool>>,
+    deadline: Rc<std::cell::Cell<Duration>>,
+}
+
+/// One SYNC_FLUSH row: a fresh store in `dir`, `c` producers of one message at a time, the
+/// warm-up, `--seconds` measured; the store is shut down and `dir` removed.
+async fn sync_row(
+    args: &StoreBenchArgs,
+    dir: &std::path::Path,
+    c: usize,
+    body: &Bytes,
+    host: SocketAddr,
+) -> anyhow::Result<SyncMeasure> {
+    let mut params = rocketmq_defaults(dir);
+    params.commit_log_file_size = args.file_size.min(SYNC_FILE_CAP);
+    params.sync_flush = true;
+    params.warm_mapped_files = args.warm;
+    params.transient_store_pool_size = pool_size(args);
+    let file_size = params.commit_log_file_size;
+    let store = Rc::new(Store::open(params, Arc::new(SystemClock)).await?);
+    let gate = SyncGate {
+        epoch: Instant::now(),
+        measuring: Rc::new(std::cell::Cell::new(!args.sync_warmup)),
+        deadline: Rc::new(std::cell::Cell::new(if args.sync_warmup {
+            Duration::from_secs_f64(args.seconds * 11.0)
+        } else {
+            Duration::from_secs_f64(args.seconds)
+        })),
+    };
+    let coalescer = args.coalesce.then(|| PutCoalescer::new(store.clone()));
+    // One histogram for all producers (they share this thread): one per producer is ~140 KiB
+    // each, and 256 of them made every record a cache miss — producer work that, in lock
+    // step, adds to every message's latency.
+    let shared_hist = Rc::new(std::cell::RefCell::new(Histogram::<u64>::new_with_bounds(
+        1, 60_000_000, 3,
+    )?));
+    let queues = args.queues.max(1) as u64;
+    let tasks: Vec<_> = (0..c)
+        .map(|p| {
+            let put = SyncPut {
+                store: store.clone(),
+                coalescer: coalescer.clone(),
+                body: body.clone(),
+                host,
+                queues,
+            };
+            actix_rt::spawn(sync_producer(p, put, gate.clone(), shared_hist.clone()))
+        })
+        .collect();
+    if args.sync_warmup {
+        // Until the writer is in the second file (or the warm-up's own bound).
+        let bound = Duration::from_secs_f64(args.seconds * 10.0);
+        while store.max_offset().0 <= file_size && gate.epoch.elapsed() < bound {
+            actix_rt::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let before = SyncSnap::take(&store);
+    let started = Instant::now();
+    gate.measuring.set(true);
+    gate.deadline
+        .set(gate.epoch.elapsed() + Duration::from_secs_f64(args.seconds));
+    let (mut total, mut errors, mut timeouts) = (0, 0, 0);
+    for t in tasks {
+        let (n, e, to) = t.await?;
+        total += n;
+        errors += e;
+        timeouts += to;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let hist = shared_hist.borrow().clone();
+    let (details, flushed) = sync_details(&store, &before, c, secs, total);
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    let flushes = store.state().group_flushes.load(relaxed) - before.flushes;
+    let messages = store.state().group_messages.load(relaxed) - before.messages;
+    anyhow::ensure!(errors == 0, "{errors} appends failed at {c} producers");
+    let batch_bytes = ((store.max_offset().0 - before.bytes) / flushes.max(1)).max(1) as usize;
+    store.shutdown().await?;
+    drop(store);
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(SyncMeasure {
+        producers: c,
+        total,
+        timeouts,
+        secs,
+        hist,
+        flushes,
+        messages,
+        batch_bytes,
+        flushed,
+        details,
+    })
+}
+
+/// A row's detail lines (CPU and mailboxes, flushes, threads) since `before`, and its flushes.
+fn sync_details(
+    store: &Store,
+    before: &SyncSnap,
+    c: usize,
+    secs: f64,
+    total: u64,
+) -> (String, FlushSnap) {
+    let flushed = FlushSnap::of(store.state().flush_time.histogram()).since(&before.flush);
+    let cpu_secs = (crate::tools::bench_wire::process_cpu() - before.cpu).as_secs_f64();
+    let mut details = actor_deltas(
+        c,
+        cpu_secs / secs,
+        cpu_secs * 1e6 / total.max(1) as f64,
+        &before.actors,
+        &crate::metered::snapshot(),
+    );
+    details.push_str(&flushed.describe(secs));
+    details.push_str(&thread_deltas(
+        secs,
+        &before.threads,
+        &crate::tools::bench_wire::thread_cpu(),
+    ));
+    (details, flushed)
+}
+
+/// What a SYNC_FLUSH producer appends through: the coalescer when `--coalesce`, else the store.
+struct SyncPut {
+    store: Rc<Store>,
+    coalescer: Option<Rc<PutCoalescer>>,
+    body: Bytes,
+    host: SocketAddr,
+    queues: u64,
+}
+
+/// Producer `p` of a SYNC_FLUSH row: one message at a time until the gate's deadline, latencies
+/// into `hist` while measuring; (messages, failed appends, FLUSH_DISK_TIMEOUTs) measured.
+async fn sync_producer(
+    p: usize,
+    put: SyncPut,
+    gate: SyncGate,
+    hist: Rc<std::cell::RefCell<Histogram<u64>>>,
+) -> (u64, u64, u64) {
+    let (mut n, mut errors, mut timeouts) = (0u64, 0u64, 0u64);
+    let mut seq = 0u64;
+    while gate.epoch.elapsed() < gate.deadline.get() {
+        let id = ((p as u64) << 32) | seq;
+        seq += 1;
+        let t = Instant::now();
+        let m = message(
+            "BenchSync",
+            (id % put.queues) as i32,
+            &put.body,
+            id,
+            put.host,
+        );
+        let result = match &put.coalescer {
+            Some(c) => c.put(m).await,
+            None => put.store.put(m).await,
+        };
+        if !gate.measuring.get() {
+            continue;
+        }
+        match result {
+            Ok(ok) if ok.status == actormq_core::store::status::PutStatus::PutOk => {}
+            Ok(_) => timeouts += 1,
+            Err(_) => errors += 1,
+        }
+        let _ = hist
+            .borrow_mut()
+            .record(t.elapsed().as_micros().max(1) as u64);
+        n += 1;
+    }
+    (n, errors, timeouts)
 }
 
 /// One row's CPU by thread (cores, busiest first): which thread a lock-step round waits on.

@@ -984,7 +984,7 @@ async fn produce_connection(
     let (rd, wr) = stream.into_split();
     let mut w = FramedWrite::new(wr, RemotingCodec);
     w.set_backpressure_boundary(WRITE_BUFFER_FLUSH);
-    let mut r = FramedRead::with_capacity(rd, RemotingCodec, 64 * 1024);
+    let r = FramedRead::with_capacity(rd, RemotingCodec, 64 * 1024);
     let body_size = factory.body.len();
     let inflight: InFlight = Arc::default();
     let sem = window.map(|n| Arc::new(Semaphore::new(n.max(1))));
@@ -1003,50 +1003,7 @@ async fn produce_connection(
         })
     };
     let Some(sem) = sem else {
-        // Oneway: only the final (fence) request has a reply.
-        let end = writer.await??;
-        let mut out = ConnOutcome {
-            hist: new_hist(),
-            errors: Errors::default(),
-            acked: end.sent,
-            sent: end.sent,
-            last_reply: Some(end.at),
-        };
-        if let Some((fence, n)) = end.fence {
-            let reply = tokio::time::timeout(timeout, async {
-                while let Some(frame) = r.next().await {
-                    match frame {
-                        Ok(resp) if resp.is_response() && resp.opaque == fence => {
-                            return Ok(resp);
-                        }
-                        Ok(_) => {}
-                        Err(e) => return Err(e.to_string()),
-                    }
-                }
-                Err("the broker closed the connection".to_string())
-            })
-            .await;
-            let failed = match reply {
-                Ok(Ok(resp)) if resp.code == response_code::SUCCESS => None,
-                Ok(Ok(resp)) => Some((
-                    ErrorSource::Broker(resp.code),
-                    resp.remark.unwrap_or_default(),
-                )),
-                Ok(Err(why)) => Some((ErrorSource::Connection, why)),
-                Err(_) => Some((
-                    ErrorSource::Timeout,
-                    format!("no reply to the final request within {timeout:?}"),
-                )),
-            };
-            if let Some((source, why)) = failed {
-                out.errors.add(source, 1, u64::from(n), &why);
-                out.acked -= u64::from(n);
-                counters.errors.fetch_add(1, Ordering::Relaxed);
-            }
-            out.last_reply = Some(Instant::now());
-        }
-        drop(end.w);
-        return Ok(out);
+        return oneway_outcome(writer, r, &counters, timeout).await;
     };
     let reader = tokio::spawn(produce_reader(
         r,
@@ -1075,52 +1032,73 @@ async fn produce_connection(
     Ok(out)
 }
 
+/// A oneway connection's outcome: everything written counts as acknowledged, unless the final
+/// (fence) request — the only one with a reply — fails.
+async fn oneway_outcome(
+    writer: tokio::task::JoinHandle<std::io::Result<WriterEnd>>,
+    mut r: FramedRead<OwnedReadHalf, RemotingCodec>,
+    counters: &Counters,
+    timeout: Duration,
+) -> anyhow::Result<ConnOutcome> {
+    let end = writer.await??;
+    let mut out = ConnOutcome {
+        hist: new_hist(),
+        errors: Errors::default(),
+        acked: end.sent,
+        sent: end.sent,
+        last_reply: Some(end.at),
+    };
+    if let Some((fence, n)) = end.fence {
+        if let Some((source, why)) = fence_failure(&mut r, fence, timeout).await {
+            out.errors.add(source, 1, u64::from(n), &why);
+            out.acked -= u64::from(n);
+            counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        out.last_reply = Some(Instant::now());
+    }
+    drop(end.w);
+    Ok(out)
+}
+
+/// Waits for the reply to the fence request (opaque `fence`); why it failed, or `None` on
+/// SUCCESS.
+async fn fence_failure(
+    r: &mut FramedRead<OwnedReadHalf, RemotingCodec>,
+    fence: i32,
+    timeout: Duration,
+) -> Option<(ErrorSource, String)> {
+    let reply = tokio::time::timeout(timeout, async {
+        while let Some(frame) = r.next().await {
+            match frame {
+                Ok(resp) if resp.is_response() && resp.opaque == fence => {
+                    return Ok(resp);
+                }
+                Ok(_) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err("the broker closed the connection".to_string())
+    })
+    .await;
+    match reply {
+        Ok(Ok(resp)) if resp.code == response_code::SUCCESS => None,
+        Ok(Ok(resp)) => Some((
+            ErrorSource::Broker(resp.code),
+            resp.remark.unwrap_or_default(),
+        )),
+        Ok(Err(why)) => Some((ErrorSource::Connection, why)),
+        Err(_) => Some((
+            ErrorSource::Timeout,
+            format!("no reply to the final request within {timeout:?}"),
+        )),
+    }
+}
+
 /// Runs `actormq bench produce`.
 pub async fn run_produce(args: &ProduceArgs) -> anyhow::Result<ProduceReport> {
-    anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
-    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
-    anyhow::ensure!(
-        !(args.v1 && args.batch > 1),
-        "--v1 applies to single sends; batches always use SEND_BATCH_MESSAGE (320) with V2 names"
-    );
-    if let Some(rate) = args.rate {
-        anyhow::ensure!(rate > 0.0, "--rate must be positive");
-    }
-    let mut target = produce_target(&args.namesrv, &args.topic).await?;
-    if let Some(q) = args.queues {
-        anyhow::ensure!(q > 0, "--queues must be at least 1");
-        target.queues = q;
-    }
-    anyhow::ensure!(
-        target.queues > 0,
-        "the route of {} has no write queue",
-        args.topic
-    );
-    let window = match args.mode {
-        SendMode::Sync => Some(1),
-        SendMode::Async => Some(args.window.max(1)),
-        SendMode::Oneway => None,
-    };
-    let (code, names) = match (args.batch > 1, args.v1) {
-        (true, _) => (request_code::SEND_BATCH_MESSAGE, SendHeaderNames::V2),
-        (false, true) => (request_code::SEND_MESSAGE, SendHeaderNames::V1),
-        (false, false) => (request_code::SEND_MESSAGE_V2, SendHeaderNames::V2),
-    };
-    let duration = match (args.count, args.duration) {
-        (Some(_), _) => None,
-        (None, Some(d)) => Some(Duration::from_secs_f64(d.max(0.0))),
-        (None, None) => Some(Duration::from_secs(10)),
-    };
-    let body = Bytes::from(vec![b'x'; args.size]);
-    // Java's UNIQ_KEY starts with the client IP, pid and a per-process random number.
-    let started_nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let uniq_prefix = format!(
-        "7F000001{:04X}{:08X}",
-        std::process::id() & 0xFFFF,
-        started_nanos
-    );
+    check_produce_args(args)?;
+    let target = produce_queues(args).await?;
+    let uniq_prefix = uniq_prefix();
     let counters = Arc::new(Counters::default());
     let stop = Arc::new(AtomicBool::new(false));
     let broker_meter = BrokerMeter::start(
@@ -1131,85 +1109,187 @@ pub async fn run_produce(args: &ProduceArgs) -> anyhow::Result<ProduceReport> {
     .await?;
     let progress = (!args.quiet).then(|| spawn_progress("acked", counters.clone(), stop.clone()));
     let cpu_before = process_cpu();
-    let spec = FactorySpec {
+    let spec = factory_spec(args, &target, &uniq_prefix);
+    let started = Instant::now();
+    let tasks = spawn_connections(args, &target, &spec, &counters, started);
+    let all = gather_connections(tasks, started).await?;
+    let broker_cpu = broker_meter.finish(all.acked).await;
+    stop.store(true, Ordering::Relaxed);
+    if let Some(p) = progress {
+        p.abort();
+    }
+    if let Some(e) = all.first_err {
+        return Err(e);
+    }
+    let elapsed = (all.last - started).max(Duration::from_micros(1));
+    let secs = elapsed.as_secs_f64();
+    Ok(ProduceReport {
+        target,
+        sent: all.sent,
+        acked: all.acked,
+        elapsed,
+        msgs_per_s: all.acked as f64 / secs,
+        mb_per_s: all.acked as f64 * args.size as f64 / secs / 1e6,
+        latency: Latency::of(&all.hist),
+        errors: all.errors.into_vec(),
+        process_cpu: process_cpu().saturating_sub(cpu_before),
+        broker_cpu,
+    })
+}
+
+/// The options `bench produce` refuses before connecting anywhere.
+fn check_produce_args(args: &ProduceArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
+    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    anyhow::ensure!(
+        !(args.v1 && args.batch > 1),
+        "--v1 applies to single sends; batches always use SEND_BATCH_MESSAGE (320) with V2 names"
+    );
+    if let Some(rate) = args.rate {
+        anyhow::ensure!(rate > 0.0, "--rate must be positive");
+    }
+    Ok(())
+}
+
+/// The topic's broker from its route, with `--queues` instead of the route's when given.
+async fn produce_queues(args: &ProduceArgs) -> anyhow::Result<Target> {
+    let mut target = produce_target(&args.namesrv, &args.topic).await?;
+    if let Some(q) = args.queues {
+        anyhow::ensure!(q > 0, "--queues must be at least 1");
+        target.queues = q;
+    }
+    anyhow::ensure!(
+        target.queues > 0,
+        "the route of {} has no write queue",
+        args.topic
+    );
+    Ok(target)
+}
+
+/// This run's UNIQ_KEY prefix: Java's starts with the client IP, pid and a per-process random
+/// number.
+fn uniq_prefix() -> String {
+    let started_nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "7F000001{:04X}{:08X}",
+        std::process::id() & 0xFFFF,
+        started_nanos
+    )
+}
+
+/// What every request of the run shares: a batch is SEND_BATCH_MESSAGE (320) with V2 header
+/// names, a single send SEND_MESSAGE_V2 (310), or with `--v1` SEND_MESSAGE (10).
+fn factory_spec<'a>(
+    args: &'a ProduceArgs,
+    target: &'a Target,
+    uniq_prefix: &'a str,
+) -> FactorySpec<'a> {
+    let (code, names) = match (args.batch > 1, args.v1) {
+        (true, _) => (request_code::SEND_BATCH_MESSAGE, SendHeaderNames::V2),
+        (false, true) => (request_code::SEND_MESSAGE, SendHeaderNames::V1),
+        (false, false) => (request_code::SEND_MESSAGE_V2, SendHeaderNames::V2),
+    };
+    FactorySpec {
         topic: &args.topic,
         group: &args.group,
         broker_name: &target.broker_name,
         tag: &args.tag,
-        body,
+        body: Bytes::from(vec![b'x'; args.size]),
         code,
         names,
         serialize_type: args.header.serialize_type(),
         queues: target.queues,
         batch: args.batch > 1,
-        uniq_prefix: &uniq_prefix,
+        uniq_prefix,
+    }
+}
+
+/// Starts the `--connections` producer connections, each with its share of `--count` and
+/// `--rate`, all until the same `--duration` deadline.
+fn spawn_connections(
+    args: &ProduceArgs,
+    target: &Target,
+    spec: &FactorySpec<'_>,
+    counters: &Arc<Counters>,
+    started: Instant,
+) -> Vec<tokio::task::JoinHandle<anyhow::Result<ConnOutcome>>> {
+    let window = match args.mode {
+        SendMode::Sync => Some(1),
+        SendMode::Async => Some(args.window.max(1)),
+        SendMode::Oneway => None,
     };
-    let started = Instant::now();
+    let duration = match (args.count, args.duration) {
+        (Some(_), _) => None,
+        (None, Some(d)) => Some(Duration::from_secs_f64(d.max(0.0))),
+        (None, None) => Some(Duration::from_secs(10)),
+    };
     let deadline = duration.map(|d| started + d);
     let conns = args.connections;
-    let mut tasks = Vec::with_capacity(conns);
-    for i in 0..conns {
-        let count = args
-            .count
-            .map(|c| c / conns as u64 + u64::from((i as u64) < c % conns as u64));
-        let plan = Plan {
-            count,
-            deadline,
-            rate: args.rate.map(|r| r / conns as f64),
-            batch: args.batch,
-        };
-        let factory = RequestFactory::new(&spec, i);
-        tasks.push(tokio::spawn(produce_connection(
-            target.broker_addr.clone(),
-            factory,
-            plan,
-            window,
-            counters.clone(),
-            Duration::from_secs_f64(args.timeout.max(0.001)),
-            started,
-        )));
-    }
-    let mut hist = new_hist();
-    let mut errors = Errors::default();
-    let (mut sent, mut acked) = (0u64, 0u64);
-    let mut last = started;
-    let mut first_err = None;
+    (0..conns)
+        .map(|i| {
+            let count = args
+                .count
+                .map(|c| c / conns as u64 + u64::from((i as u64) < c % conns as u64));
+            let plan = Plan {
+                count,
+                deadline,
+                rate: args.rate.map(|r| r / conns as f64),
+                batch: args.batch,
+            };
+            tokio::spawn(produce_connection(
+                target.broker_addr.clone(),
+                RequestFactory::new(spec, i),
+                plan,
+                window,
+                counters.clone(),
+                Duration::from_secs_f64(args.timeout.max(0.001)),
+                started,
+            ))
+        })
+        .collect()
+}
+
+/// The connections' outcomes summed; the first connection that failed outright, if any.
+struct Gathered {
+    hist: Histogram<u64>,
+    errors: Errors,
+    sent: u64,
+    acked: u64,
+    /// The last reply of any connection (`started` when none came).
+    last: Instant,
+    first_err: Option<anyhow::Error>,
+}
+
+/// Waits for every connection and sums what they report.
+async fn gather_connections(
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<ConnOutcome>>>,
+    started: Instant,
+) -> anyhow::Result<Gathered> {
+    let mut all = Gathered {
+        hist: new_hist(),
+        errors: Errors::default(),
+        sent: 0,
+        acked: 0,
+        last: started,
+        first_err: None,
+    };
     for t in tasks {
         match t.await? {
             Ok(o) => {
-                hist.add(&o.hist)?;
-                errors.merge(o.errors);
-                sent += o.sent;
-                acked += o.acked;
+                all.hist.add(&o.hist)?;
+                all.errors.merge(o.errors);
+                all.sent += o.sent;
+                all.acked += o.acked;
                 if let Some(at) = o.last_reply {
-                    last = last.max(at);
+                    all.last = all.last.max(at);
                 }
             }
-            Err(e) => first_err = first_err.or(Some(e)),
+            Err(e) => all.first_err = all.first_err.or(Some(e)),
         }
     }
-    let broker_cpu = broker_meter.finish(acked).await;
-    stop.store(true, Ordering::Relaxed);
-    if let Some(p) = progress {
-        p.abort();
-    }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    let elapsed = (last - started).max(Duration::from_micros(1));
-    let secs = elapsed.as_secs_f64();
-    Ok(ProduceReport {
-        target,
-        sent,
-        acked,
-        elapsed,
-        msgs_per_s: acked as f64 / secs,
-        mb_per_s: acked as f64 * args.size as f64 / secs / 1e6,
-        latency: Latency::of(&hist),
-        errors: errors.into_vec(),
-        process_cpu: process_cpu().saturating_sub(cpu_before),
-        broker_cpu,
-    })
+    Ok(all)
 }
 
 /// `CPU 0.42 s (2.1 us/msg)`.
@@ -1320,6 +1400,19 @@ impl ConsumeShared {
             self.last_new_ns.load(Ordering::Relaxed),
         ))
     }
+
+    /// `--duration` has passed, `--count` messages arrived, or none for `--idle`.
+    fn run_is_over(&self, args: &ConsumeArgs) -> bool {
+        let deadline = args
+            .duration
+            .map(|d| self.started + Duration::from_secs_f64(d.max(0.0)));
+        let idle = Duration::from_secs_f64(args.idle.max(0.0));
+        deadline.is_some_and(|d| Instant::now() >= d)
+            || args
+                .count
+                .is_some_and(|n| self.counters.done.load(Ordering::Relaxed) >= n)
+            || self.idle_for() >= idle
+    }
 }
 
 /// Counts (and validates) the records of one pull body.
@@ -1358,6 +1451,8 @@ async fn max_offset(client: &RemotingClient, topic: &str, queue_id: i32) -> anyh
     Ok(GetMaxOffsetResponseHeader::from_command(&resp)?.offset)
 }
 
+/// One queue's puller: pulls from `offset` on until the run stops (see
+/// [`ConsumeShared::run_is_over`]) or the connection fails.
 async fn pull_queue(
     client: RemotingClient,
     args: Arc<ConsumeArgs>,
@@ -1365,51 +1460,18 @@ async fn pull_queue(
     mut offset: i64,
     shared: Arc<ConsumeShared>,
 ) -> QueueOutcome {
-    let mut out = QueueOutcome {
-        hist: new_hist(),
-        errors: Errors::default(),
-        messages: 0,
-        body_bytes: 0,
-        record_bytes: 0,
-        pulls: 0,
-        empty_pulls: 0,
-    };
+    let mut out = QueueOutcome::new();
     let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
-    let idle = Duration::from_secs_f64(args.idle.max(0.0));
-    let deadline = args
-        .duration
-        .map(|d| shared.started + Duration::from_secs_f64(d.max(0.0)));
     let c = &shared.counters;
     loop {
         if shared.stop.load(Ordering::Relaxed) {
             break;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d)
-            || args
-                .count
-                .is_some_and(|n| c.done.load(Ordering::Relaxed) >= n)
-            || shared.idle_for() >= idle
-        {
+        if shared.run_is_over(&args) {
             shared.stop.store(true, Ordering::Relaxed);
             break;
         }
-        let h = PullMessageRequestHeader {
-            consumer_group: args.group.clone(),
-            topic: args.topic.clone(),
-            queue_id,
-            queue_offset: offset,
-            max_msg_nums: args.batch_size.max(1),
-            // No suspension: the broker answers at once, found or not.
-            sys_flag: pull_sys_flag::SUBSCRIPTION,
-            commit_offset: 0,
-            suspend_timeout_millis: 0,
-            subscription: Some("*".to_string()),
-            sub_version: 0,
-            expression_type: Some("TAG".to_string()),
-            ..Default::default()
-        };
-        let req = RemotingCommand::new_request(request_code::PULL_MESSAGE)
-            .with_ext_fields(h.to_ext_fields());
+        let req = pull_request(&args, queue_id, offset);
         let t0 = Instant::now();
         c.inflight.fetch_add(1, Ordering::Relaxed);
         let resp = client.invoke(req, timeout).await;
@@ -1417,80 +1479,148 @@ async fn pull_queue(
         out.pulls += 1;
         let resp = match resp {
             Ok(r) => r,
-            Err(e) => {
-                let source = match e {
-                    crate::remoting::client::ClientError::Timeout { .. } => ErrorSource::Timeout,
-                    _ => ErrorSource::Connection,
-                };
-                let fatal = source == ErrorSource::Connection;
-                out.errors.add(source, 1, 1, &e.to_string());
-                c.errors.fetch_add(1, Ordering::Relaxed);
-                if fatal {
-                    break;
-                }
-                continue;
-            }
+            Err(e) if out.failed(&e, c) => break,
+            Err(_) => continue,
         };
         let _ = out.hist.record(micros(t0.elapsed()));
-        let next = PullMessageResponseHeader::from_command(&resp)
+        match out.took(&resp, &mut offset, &shared, args.check_crc) {
+            AfterPull::Pull => {}
+            AfterPull::Wait(d) => tokio::time::sleep(d).await,
+            AfterPull::Stop => break,
+        }
+    }
+    out
+}
+
+/// PULL_MESSAGE of up to `--batch-size` messages of `queue_id` from `offset`, every tag, no
+/// suspension: the broker answers at once, found or not.
+fn pull_request(args: &ConsumeArgs, queue_id: i32, offset: i64) -> RemotingCommand {
+    let h = PullMessageRequestHeader {
+        consumer_group: args.group.clone(),
+        topic: args.topic.clone(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: args.batch_size.max(1),
+        // No suspension: the broker answers at once, found or not.
+        sys_flag: pull_sys_flag::SUBSCRIPTION,
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: Some("*".to_string()),
+        sub_version: 0,
+        expression_type: Some("TAG".to_string()),
+        ..Default::default()
+    };
+    RemotingCommand::new_request(request_code::PULL_MESSAGE).with_ext_fields(h.to_ext_fields())
+}
+
+/// What a queue's puller does after a reply.
+enum AfterPull {
+    Pull,
+    Wait(Duration),
+    Stop,
+}
+
+impl QueueOutcome {
+    fn new() -> Self {
+        QueueOutcome {
+            hist: new_hist(),
+            errors: Errors::default(),
+            messages: 0,
+            body_bytes: 0,
+            record_bytes: 0,
+            pulls: 0,
+            empty_pulls: 0,
+        }
+    }
+
+    /// Counts a pull that got no reply; true when the connection failed (the puller stops),
+    /// false for a timeout (it pulls again).
+    fn failed(&mut self, e: &crate::remoting::client::ClientError, c: &Counters) -> bool {
+        let source = match e {
+            crate::remoting::client::ClientError::Timeout { .. } => ErrorSource::Timeout,
+            _ => ErrorSource::Connection,
+        };
+        let fatal = source == ErrorSource::Connection;
+        self.errors.add(source, 1, 1, &e.to_string());
+        c.errors.fetch_add(1, Ordering::Relaxed);
+        fatal
+    }
+
+    /// Counts a pull's reply and moves `offset` to the broker's next one.
+    fn took(
+        &mut self,
+        resp: &RemotingCommand,
+        offset: &mut i64,
+        shared: &ConsumeShared,
+        check_crc: bool,
+    ) -> AfterPull {
+        let c = &shared.counters;
+        let next = PullMessageResponseHeader::from_command(resp)
             .ok()
             .map(|h| h.next_begin_offset);
         match resp.code {
             response_code::SUCCESS => {
-                match decode_body(&resp.body, args.check_crc) {
-                    Ok((msgs, bytes)) => {
-                        out.messages += msgs;
-                        out.body_bytes += bytes;
-                        out.record_bytes += resp.body.len() as u64;
-                        c.done.fetch_add(msgs, Ordering::Relaxed);
-                        c.bytes.fetch_add(bytes, Ordering::Relaxed);
-                        if msgs > 0 {
-                            shared.mark_new();
-                        }
-                    }
-                    Err(why) => {
-                        out.errors.add(ErrorSource::Corrupt, 1, 1, &why);
-                        c.errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+                self.found(resp, shared, check_crc);
                 match next {
-                    Some(n) => offset = n,
+                    Some(n) => *offset = n,
                     None => {
-                        out.errors.add(
+                        self.errors.add(
                             ErrorSource::Broker(resp.code),
                             1,
                             1,
                             "SUCCESS without nextBeginOffset",
                         );
-                        break;
+                        return AfterPull::Stop;
                     }
                 }
+                AfterPull::Pull
             }
             response_code::PULL_NOT_FOUND => {
-                out.empty_pulls += 1;
+                self.empty_pulls += 1;
                 if let Some(n) = next {
-                    offset = n;
+                    *offset = n;
                 }
-                tokio::time::sleep(EMPTY_QUEUE_BACKOFF).await;
+                AfterPull::Wait(EMPTY_QUEUE_BACKOFF)
             }
             response_code::PULL_RETRY_IMMEDIATELY | response_code::PULL_OFFSET_MOVED => {
                 if let Some(n) = next {
-                    offset = n;
+                    *offset = n;
                 }
+                AfterPull::Pull
             }
             code => {
-                out.errors.add(
+                self.errors.add(
                     ErrorSource::Broker(code),
                     1,
                     1,
                     resp.remark.as_deref().unwrap_or(""),
                 );
                 c.errors.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                AfterPull::Wait(Duration::from_millis(100))
             }
         }
     }
-    out
+
+    /// Counts the messages of a FOUND reply (a body that does not decode is an error).
+    fn found(&mut self, resp: &RemotingCommand, shared: &ConsumeShared, check_crc: bool) {
+        let c = &shared.counters;
+        match decode_body(&resp.body, check_crc) {
+            Ok((msgs, bytes)) => {
+                self.messages += msgs;
+                self.body_bytes += bytes;
+                self.record_bytes += resp.body.len() as u64;
+                c.done.fetch_add(msgs, Ordering::Relaxed);
+                c.bytes.fetch_add(bytes, Ordering::Relaxed);
+                if msgs > 0 {
+                    shared.mark_new();
+                }
+            }
+            Err(why) => {
+                self.errors.add(ErrorSource::Corrupt, 1, 1, &why);
+                c.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Runs `actormq bench consume`.
