@@ -621,6 +621,44 @@ impl ScrapeGauges {
     }
 }
 
+/// `rocketmq_processor_watermark`: the mailbox depth of the actor serving each kind of request.
+fn watermarks(g: &ScrapeGauges) {
+    let watermark = g.vec(
+        "rocketmq_processor_watermark",
+        "Requests waiting in the mailbox of the actor that serves this kind of request",
+        &["processor"],
+    );
+    let probes = metered::snapshot();
+    for (processor, actor) in WATERMARKS {
+        if let Some(p) = probes.iter().find(|p| p.name == *actor) {
+            watermark.with_label_values(&[*processor]).set(p.depth);
+        }
+    }
+}
+
+/// `rocketmq_producer_connections` and `rocketmq_consumer_connections` from the client
+/// registry's list.
+fn connections(g: &ScrapeGauges, clients: &[crate::broker::clients::ClientInfo]) {
+    let consumers = clients.iter().filter(|c| c.is_consumer).count();
+    let producers = clients.len() - consumers;
+    for (name, help, n) in [
+        (
+            "rocketmq_producer_connections",
+            "Producer clients registered by heartbeat, per group",
+            producers,
+        ),
+        (
+            "rocketmq_consumer_connections",
+            "Consumer clients registered by heartbeat, per group",
+            consumers,
+        ),
+    ] {
+        g.vec(name, help, &["protocol_type"])
+            .with_label_values(&["remoting"])
+            .set(n as i64);
+    }
+}
+
 impl ScrapeSources {
     /// The whole `/metrics` page.
     pub async fn render(&self) -> String {
@@ -637,24 +675,24 @@ impl ScrapeSources {
             .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
     }
 
+    /// The gauges and counters read at scrape time, into a fresh registry.
     async fn scrape_gauges(&self) -> Vec<MetricFamily> {
         let g = ScrapeGauges {
             registry: Registry::new(),
             base: self.metrics.labels.const_labels(),
         };
+        watermarks(&g);
+        self.storage(&g);
+        self.group_commit(&g);
+        self.ha_gauges(&g);
+        self.pool_gauges(&g);
+        self.meta_counts(&g);
+        self.asked(&g).await;
+        g.registry.gather()
+    }
 
-        let watermark = g.vec(
-            "rocketmq_processor_watermark",
-            "Requests waiting in the mailbox of the actor that serves this kind of request",
-            &["processor"],
-        );
-        let probes = metered::snapshot();
-        for (processor, actor) in WATERMARKS {
-            if let Some(p) = probes.iter().find(|p| p.name == *actor) {
-                watermark.with_label_values(&[*processor]).set(p.depth);
-            }
-        }
-
+    /// `rocketmq_storage_*`: disk use, flush and dispatch backlog, age of the oldest message.
+    fn storage(&self, g: &ScrapeGauges) {
         let storage = &["storage_type", "storage_medium"];
         let local = ["local", "disk"];
         match used_bytes(&self.store_root) {
@@ -700,9 +738,11 @@ impl ScrapeSources {
             .with_label_values(&local)
             .set((now_ms() - ts).max(0));
         }
+    }
 
-        // SYNC_FLUSH group commit (0 in ASYNC_FLUSH): flushes/s and the mean batch (messages per
-        // flush) are the ratio of their rates.
+    /// SYNC_FLUSH group commit (0 in ASYNC_FLUSH): flushes/s and the mean batch (messages per
+    /// flush) are the ratio of their rates.
+    fn group_commit(&self, g: &ScrapeGauges) {
         g.counter(
             "actormq_group_commit_flushes_total",
             "SYNC_FLUSH group commits (fdatasync) that answered waiting sends",
@@ -717,42 +757,53 @@ impl ScrapeSources {
                 .group_messages
                 .load(std::sync::atomic::Ordering::Relaxed),
         );
+    }
 
-        if let Some(ha) = &self.ha {
-            let slaves = ha.connections();
+    /// A master's slaves and how far behind the slowest acknowledgement is.
+    fn ha_gauges(&self, g: &ScrapeGauges) {
+        let Some(ha) = &self.ha else {
+            return;
+        };
+        let slaves = ha.connections();
+        g.set(
+            "actormq_ha_slaves",
+            "Slaves replicating from this master (connected to haListenPort)",
+            slaves as i64,
+        );
+        if slaves > 0 {
             g.set(
-                "actormq_ha_slaves",
-                "Slaves replicating from this master (connected to haListenPort)",
-                slaves as i64,
+                "actormq_ha_slave_behind_bytes",
+                "CommitLog bytes no slave has acknowledged yet (SYNC_MASTER sends wait for \
+                 them; at haSlaveFallbehindMax they are answered SLAVE_NOT_AVAILABLE)",
+                self.reader
+                    .commit_log()
+                    .max_offset()
+                    .saturating_sub(ha.acked()) as i64,
             );
-            if slaves > 0 {
-                g.set(
-                    "actormq_ha_slave_behind_bytes",
-                    "CommitLog bytes no slave has acknowledged yet (SYNC_MASTER sends wait for \
-                     them; at haSlaveFallbehindMax they are answered SLAVE_NOT_AVAILABLE)",
-                    self.reader
-                        .commit_log()
-                        .max_offset()
-                        .saturating_sub(ha.acked()) as i64,
-                );
-            }
         }
+    }
 
-        if let Some(pool) = &self.pool {
-            let buffers = g.vec(
-                "actormq_transient_store_pool_buffers",
-                "Write buffers of the TransientStorePool (transientStorePoolEnable): free ones \
-                 (remainTransientStoreBufferNumbs) and all; under 40 % free the committer is behind",
-                &["state"],
-            );
-            buffers
-                .with_label_values(&["available"])
-                .set(pool.available() as i64);
-            buffers
-                .with_label_values(&["total"])
-                .set(pool.capacity() as i64);
-        }
+    /// The TransientStorePool's free and total write buffers, when it is enabled.
+    fn pool_gauges(&self, g: &ScrapeGauges) {
+        let Some(pool) = &self.pool else {
+            return;
+        };
+        let buffers = g.vec(
+            "actormq_transient_store_pool_buffers",
+            "Write buffers of the TransientStorePool (transientStorePoolEnable): free ones \
+             (remainTransientStoreBufferNumbs) and all; under 40 % free the committer is behind",
+            &["state"],
+        );
+        buffers
+            .with_label_values(&["available"])
+            .set(pool.available() as i64);
+        buffers
+            .with_label_values(&["total"])
+            .set(pool.capacity() as i64);
+    }
 
+    /// Topics and subscription groups configured.
+    fn meta_counts(&self, g: &ScrapeGauges) {
         let topics = self.meta_view.topics();
         g.set(
             "rocketmq_topic_number",
@@ -764,39 +815,23 @@ impl ScrapeSources {
             "Subscription groups configured on this broker",
             self.meta_view.groups().subscription_group_table.len() as i64,
         );
+    }
 
+    /// What the metadata actor (committed offsets: the lag) and the client registry
+    /// (connections) answer within [`ACTOR_ASK_TIMEOUT`]; a late answer leaves its metrics out.
+    async fn asked(&self, g: &ScrapeGauges) {
         let (offsets, conns) = futures_util::join!(
             tokio::time::timeout(ACTOR_ASK_TIMEOUT, self.meta.send(GetOffsets)),
             tokio::time::timeout(ACTOR_ASK_TIMEOUT, self.clients.send(GetConnections)),
         );
         match offsets {
-            Ok(Ok(offsets)) => self.lag(&g, &offsets),
+            Ok(Ok(offsets)) => self.lag(g, &offsets),
             _ => tracing::warn!("metrics: no committed offsets from the metadata actor in time"),
         }
         match conns {
-            Ok(Ok(clients)) => {
-                let consumers = clients.iter().filter(|c| c.is_consumer).count();
-                let producers = clients.len() - consumers;
-                for (name, help, n) in [
-                    (
-                        "rocketmq_producer_connections",
-                        "Producer clients registered by heartbeat, per group",
-                        producers,
-                    ),
-                    (
-                        "rocketmq_consumer_connections",
-                        "Consumer clients registered by heartbeat, per group",
-                        consumers,
-                    ),
-                ] {
-                    g.vec(name, help, &["protocol_type"])
-                        .with_label_values(&["remoting"])
-                        .set(n as i64);
-                }
-            }
+            Ok(Ok(clients)) => connections(g, &clients),
             _ => tracing::warn!("metrics: no connection list from the client registry in time"),
         }
-        g.registry.gather()
     }
 
     /// `rocketmq_consumer_lag_messages`: for every (topic, group) with committed offsets, the sum
