@@ -53,7 +53,7 @@
 //! * `layers.rs`: the sources (file, environment, command line); `load.rs`: their order, the
 //!   type checks, the merge and normalization; `validate.rs`: the rules, one function per group;
 //!   `error.rs`: [`ConfigError`] and [`Violation`]; `properties.rs`: the Java `.properties`
-//!   syntax.
+//!   syntax; `tests/`: the unit tests, one file per concern.
 
 mod broker;
 mod delay;
