@@ -58,6 +58,15 @@ async fn send_until(addr: &str, topic: &str, code: i32) -> (i32, String) {
     }
 }
 
+/// How many messages (and stream items) the actor `name` handled, from a `/metrics` page.
+fn handled(page: &str, name: &str) -> f64 {
+    let label = format!("actor=\"{name}\"");
+    page.lines()
+        .filter(|l| l.starts_with("actormq_actor_messages_total{") && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// The text of `GET /metrics` (HTTP/1.1, `Connection: close`).
 async fn metrics_text(addr: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -239,6 +248,19 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                     .any(|l| l.starts_with("actormq_ha_slaves{") && l.ends_with(" 1")),
                 "no actormq_ha_slaves 1 in:\n{page}"
             );
+            // Replication runs as metered actors: the master's books and its slave's connection,
+            // and the slave's side, each with its mailbox series.
+            let slave_page = metrics_text(&slave.metrics_addr).await;
+            for (page, actor) in [
+                (&page, "ha_master"),
+                (&page, "ha_connection"),
+                (&slave_page, "ha_slave"),
+            ] {
+                assert!(
+                    handled(page, actor) > 0.0,
+                    "{actor} handled nothing:\n{page}"
+                );
+            }
 
             // Without its slave the master says so again.
             stop_broker(slave);
