@@ -1235,7 +1235,9 @@ impl BrokerCore {
         // Straight to the writer: `Store::put` refuses system topics, as a SEND must.
         let (writer, stats) = (self.store.writer().clone(), self.stats.clone());
         actix_rt::spawn(async move {
-            match writer.send(crate::store::writer::AppendMessage(msg)).await {
+            match crate::store::writer::append(&writer, crate::store::writer::AppendMessage(msg))
+                .await
+            {
                 Ok(Ok(a)) => stats.store.record_put(1, a.wrote_bytes),
                 Ok(Err(e)) => {
                     stats.store.record_put_failed(1);

@@ -26,8 +26,9 @@
 //! flushed before a CommitLog file goes, so no unit of its records exists only in memory (after a
 //! power loss it could not be rebuilt, and its queue offset would be handed out again). Files leave the
 //! readers' lists before they leave the disk, and a reader holding one keeps its mapping. The
-//! CommitLog's list is shared with the writer, which appends while this deletes: both update it
-//! with `rcu` (`FileQueueRetention`). The ConsumeQueues' min offsets only move forward.
+//! CommitLog's file list has one owner, the `CommitLogWriter`: this actor reads it through a view
+//! to plan, and asks the writer to delete ([`DeleteFiles`]), one file at a time, as it asks the
+//! ConsumeQueue and index builders. The ConsumeQueues' min offsets only move forward.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,12 +38,13 @@ use actix::prelude::*;
 use actormq_core::clock::SharedClock;
 use actormq_core::config::StoreConfig;
 use actormq_core::store::mapped_file::MappedFile;
-use actormq_core::store::mapped_file_queue::FileQueueRetention;
+use actormq_core::store::mapped_file_queue::FileQueueView;
 
 use super::cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
 use super::flusher::DiskWatch;
 use super::index_builder::IndexBuilder;
 use super::state::StoreState;
+use super::writer::{CommitLogWriter, DeleteFiles};
 use crate::metered::{ActorRef, Metered, Serve, Service};
 
 /// Retention settings (broker.conf names in the field docs).
@@ -171,7 +173,10 @@ pub struct CleanReport {
 
 pub struct StoreCleaner {
     params: RetentionParams,
-    commit_log: FileQueueRetention,
+    /// The CommitLog's files, read to plan a round.
+    commit_log: FileQueueView,
+    /// The owner of that list, which deletes.
+    writer: ActorRef<CommitLogWriter>,
     /// (what, path) of the two watched disks ([`DiskWatch::store_disks`]).
     disks: Vec<(&'static str, PathBuf)>,
     state: Arc<StoreState>,
@@ -234,7 +239,8 @@ impl StoreCleaner {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         params: RetentionParams,
-        commit_log: FileQueueRetention,
+        commit_log: FileQueueView,
+        writer: ActorRef<CommitLogWriter>,
         commit_log_dir: PathBuf,
         consume_queue_dir: PathBuf,
         state: Arc<StoreState>,
@@ -245,6 +251,7 @@ impl StoreCleaner {
         StoreCleaner {
             params,
             commit_log,
+            writer,
             disks: DiskWatch::store_disks(commit_log_dir, consume_queue_dir),
             state,
             clock,
@@ -346,7 +353,8 @@ impl StoreCleaner {
     fn round(&mut self) -> impl std::future::Future<Output = std::io::Result<CleanReport>> {
         let mut doomed = self.plan();
         let state = self.state.clone();
-        let retention = self.commit_log.clone();
+        let files = self.commit_log.clone();
+        let writer = self.writer.clone();
         let (pause, cq_pause) = (self.params.delete_pause, self.params.cq_delete_pause);
         let cleaned_to = self.cleaned_to;
         let (cq, idx) = (self.cq_builder.clone(), self.index_builder.clone());
@@ -391,12 +399,12 @@ impl StoreCleaner {
                 if stopping() {
                     break;
                 }
-                report.commit_log_files += retention.delete_files(std::slice::from_ref(f))?;
+                report.commit_log_files += writer
+                    .send(DeleteFiles(vec![f.clone()]))
+                    .await
+                    .map_err(std::io::Error::other)??;
             }
-            let min = retention
-                .files()
-                .first()
-                .map_or(0, |f| f.file_from_offset());
+            let min = files.files().first().map_or(0, |f| f.file_from_offset());
             report.min_offset = min;
             if cleaned_to != Some(min) {
                 let stepwise = !cq_pause.is_zero();

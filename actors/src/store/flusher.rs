@@ -18,8 +18,8 @@
 //!   when it starts; requests that arrive during a flush are covered by the next: the flush runs
 //!   on a [`RunGroupCommit`] the group committer sends itself, queued behind the requests already
 //!   in its mailbox (a 0 ms timer would wait for tokio's next 1 ms tick). Out: each waiter's
-//!   [`PendingReply`] answered on this thread, straight to the producer ([`FlushOutcome`]; the
-//!   writer answers FLUSH_DISK_TIMEOUT instead if `syncFlushTimeout` passes first), and a `Wake`
+//!   [`FlushUpTo::reply`] answered on this thread, straight to the producer ([`FlushOutcome`]; the
+//!   producer's own timer gives FLUSH_DISK_TIMEOUT if `syncFlushTimeout` passes first), and a `Wake`
 //!   to the reput dispatcher (in SYNC_FLUSH it may only dispatch flushed bytes), and with write
 //!   rings a `ZeroStep` to the allocator (zero the next CommitLog file a step further now that
 //!   the disk is between flushes; see `allocator`). With write buffers it first commits
@@ -479,85 +479,17 @@ pub enum FlushOutcome {
     Failed(String),
 }
 
-/// One waiting append's answer, given exactly once: by the group committer when its flush ends,
-/// or by the writer's timeout tick once `syncFlushTimeout` has passed — whichever comes first.
-/// The timeout is not the group committer's job because it blocks in `fdatasync`: on a stalled
-/// disk the producer must still get FLUSH_DISK_TIMEOUT in time, as RocketMQ's producer-side wait
-/// gives it. The lock is taken once by each side, uncontended unless both come at once.
-///
-/// The answer may come before the writer has [`set`](PendingReply::set) what answering does (a
-/// burst finished early, see the writer); it is then kept and given as `set` is called.
-#[derive(Default)]
-pub struct PendingReply(std::sync::Mutex<Slot>);
-
-#[derive(Default)]
-enum Slot {
-    /// Neither set nor answered yet.
-    #[default]
-    Empty,
-    /// Set, waiting for the answer.
-    Waiting(Answer),
-    /// Answered before it was set.
-    Answered(FlushOutcome),
-    /// Answered and given.
-    Done,
-}
-
-/// What answering a [`PendingReply`] does: sends the producer its reply, settled by the outcome.
-pub type Answer = Box<dyn FnOnce(FlushOutcome) + Send>;
-
-impl PendingReply {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Slot> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Sets what answering does; gives an answer that came first at once.
-    pub fn set(&self, reply: Answer) {
-        let mut slot = self.slot();
-        match std::mem::take(&mut *slot) {
-            Slot::Empty => *slot = Slot::Waiting(reply),
-            Slot::Answered(outcome) => {
-                *slot = Slot::Done;
-                drop(slot);
-                reply(outcome);
-            }
-            // Set twice: the first stays.
-            other => *slot = other,
-        }
-    }
-
-    /// Answers with `outcome` unless answered already; true if this call answered.
-    pub fn answer(&self, outcome: FlushOutcome) -> bool {
-        let mut slot = self.slot();
-        match std::mem::take(&mut *slot) {
-            Slot::Waiting(reply) => {
-                *slot = Slot::Done;
-                drop(slot);
-                reply(outcome);
-                true
-            }
-            Slot::Empty => {
-                *slot = Slot::Answered(outcome);
-                true
-            }
-            other => {
-                *slot = other;
-                false
-            }
-        }
-    }
-}
-
 /// Answer `reply` once everything below `end` is flushed. Not an actix response: a response
 /// future per waiter would be polled at every wake of the group committer (hundreds of waiters ×
 /// hundreds of wakes per flush at 256 producers), and its answer would travel back through the
-/// writer's thread.
+/// writer's thread. The channel's other end is with the producer's task, which also keeps the
+/// `syncFlushTimeout` deadline (see `writer::Appended`): the group committer owns this end alone.
 pub struct FlushUpTo {
     pub end: u64,
     /// Messages the reply answers: one for a single append, all the waiting ones of an
     /// `AppendBatch` (the broker's SENDs of one connection-thread turn) or a producer batch.
     pub msgs: u32,
-    pub reply: Arc<PendingReply>,
+    pub reply: tokio::sync::oneshot::Sender<FlushOutcome>,
 }
 
 /// The waiting appends of one burst of the writer's mailbox, sent (without a response channel)
@@ -593,8 +525,9 @@ impl Waiters {
         let mut keep = std::mem::take(&mut self.spare);
         for w in self.list.drain(..) {
             if due(&w) {
-                // Already answered (timed out at the writer) is fine: the flush still covered it.
-                w.reply.answer(outcome.clone());
+                // Nobody waiting (the producer's deadline passed, or it left) is fine: the flush
+                // still covered it.
+                let _ = w.reply.send(outcome.clone());
                 n += u64::from(w.msgs);
             } else {
                 keep.push(w);
@@ -783,10 +716,10 @@ impl Serve<FlushWaits> for GroupCommitter {
                 }
                 st.group_messages
                     .fetch_add(u64::from(w.msgs), Ordering::Relaxed);
-                w.reply.answer(FlushOutcome::Flushed);
+                let _ = w.reply.send(FlushOutcome::Flushed);
             } else if let Some(r) = &read_only {
                 // The reason names what failed (a flush or a commit).
-                w.reply.answer(FlushOutcome::Failed(r.to_string()));
+                let _ = w.reply.send(FlushOutcome::Failed(r.to_string()));
             } else {
                 self.waiters.push(w);
             }
@@ -807,9 +740,6 @@ impl Serve<FlushNow> for GroupCommitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
-
-    type Log = Arc<Mutex<Vec<(u64, FlushOutcome)>>>;
 
     /// Usage the disk-watch test sets for a path ending in `consumequeue` (10 % for any other).
     /// One test uses it.
@@ -865,79 +795,43 @@ mod tests {
         assert!((here - below).abs() < 1.0, "{here} vs {below}");
     }
 
-    /// A reply for `end` whose answer lands in `log` as `(end, outcome)`.
-    fn reply(log: &Log, end: u64) -> Arc<PendingReply> {
-        let log = log.clone();
-        let r = Arc::new(PendingReply::default());
-        r.set(Box::new(move |o| log.lock().unwrap().push((end, o))));
-        r
-    }
-
-    /// The writer may hand a burst's waits over before it has set what answering does (its own
-    /// `EndOfBurst` was refused, so the burst ended inside the append): the answer is kept and
-    /// given at `set`, once.
-    #[test]
-    fn an_answer_that_comes_before_the_reply_is_set_is_given_when_it_is_set() {
-        let log: Log = Arc::default();
-        let early = Arc::new(PendingReply::default());
-        assert!(
-            early.answer(FlushOutcome::Flushed),
-            "the first answer counts"
-        );
-        assert!(
-            !early.answer(FlushOutcome::TimedOut),
-            "a later timeout does not replace it"
-        );
-        let sink = log.clone();
-        early.set(Box::new(move |o| sink.lock().unwrap().push((1, o))));
-        assert!(!early.answer(FlushOutcome::Flushed), "answered once");
-        let normal = reply(&log, 2);
-        assert!(normal.answer(FlushOutcome::TimedOut));
-        assert_eq!(
-            *log.lock().unwrap(),
-            vec![(1, FlushOutcome::Flushed), (2, FlushOutcome::TimedOut)]
-        );
-    }
-
     #[test]
     fn waiters_are_answered_once_by_the_flush_that_covers_them_or_by_a_failure() {
-        let log: Log = Arc::default();
         let mut w = Waiters::default();
-        let replies: Vec<_> = [100, 200, 300, 400]
-            .map(|end| (end, reply(&log, end)))
-            .into();
-        for (end, r) in &replies {
-            // A wait can answer many messages (an `AppendBatch`): 100 → 1, 200 → 2, ...
-            w.push(FlushUpTo {
-                end: *end,
-                msgs: (*end / 100) as u32,
-                reply: r.clone(),
-            });
-        }
+        let mut rxs: Vec<_> = [100u64, 200, 300, 400]
+            .into_iter()
+            .map(|end| {
+                let (reply, rx) = tokio::sync::oneshot::channel();
+                // A wait can answer many messages (an `AppendBatch`): 100 → 1, 200 → 2, ...
+                w.push(FlushUpTo {
+                    end,
+                    msgs: (end / 100) as u32,
+                    reply,
+                });
+                (end, rx)
+            })
+            .collect();
         let mut counted = 0;
-        w.flushed(250, |n| {
-            assert!(log.lock().unwrap().is_empty(), "counted before any answer");
-            counted = n;
-        });
+        w.flushed(250, |n| counted = n);
         assert_eq!(
             counted, 3,
             "ends 100 and 200 are on disk: their 1 + 2 messages"
         );
-        assert!(
-            replies[2].1.answer(FlushOutcome::TimedOut),
-            "the writer's timeout answers 300 first"
-        );
+        // The producer of 300 stopped waiting (its deadline passed): the flush still covers it.
+        drop(rxs.remove(2));
         w.flushed(300, |n| counted = n);
         assert_eq!(counted, 3, "300 is covered and leaves the list");
         w.fail("flushing 000… failed: EIO");
         assert!(w.is_empty());
-        assert!(!replies[3].1.answer(FlushOutcome::Flushed), "answered once");
+        let got: Vec<_> = rxs
+            .into_iter()
+            .map(|(end, mut rx)| (end, rx.try_recv().unwrap()))
+            .collect();
         assert_eq!(
-            *log.lock().unwrap(),
+            got,
             vec![
                 (100, FlushOutcome::Flushed),
                 (200, FlushOutcome::Flushed),
-                (300, FlushOutcome::TimedOut),
                 (
                     400,
                     FlushOutcome::Failed("flushing 000… failed: EIO".into())

@@ -311,7 +311,7 @@ impl ScheduleDelivery {
         }
         self.busy = true;
         let writer = self.writer.clone();
-        let fut = async move { writer.send(AppendBatch(msgs)).await };
+        let fut = async move { super::writer::append(&writer, AppendBatch(msgs)).await };
         ctx.wait(
             actix::fut::wrap_future::<_, Metered<Self>>(fut).map(move |res, act, ctx| {
                 if more {

@@ -22,7 +22,7 @@ use actormq_core::store::commit_log::{CommitLog, WriteBuffers};
 use actormq_core::store::consume_queue::ConsumeQueueStore;
 use actormq_core::store::index_file::IndexStore;
 use actormq_core::store::mapped_file::Warm;
-use actormq_core::store::mapped_file_queue::{FileQueueRetention, FileQueueView};
+use actormq_core::store::mapped_file_queue::FileQueueView;
 use actormq_core::store::reader::StoreReader;
 use actormq_core::store::transient_pool::TransientStorePool;
 
@@ -146,7 +146,7 @@ pub(super) async fn start(
     let ha = HaState::new();
     let appending = sys.start_appending(log, checkpoint, &dispatch, &ha).await?;
     let schedule = sys.start_schedule(&reader, &appending.writer)?;
-    let cleaner = sys.start_cleaner(appending.cl_retention, &dispatch);
+    let cleaner = sys.start_cleaner(appending.cl_files, &appending.writer, &dispatch);
     let arbiters = sys.started.into_inner();
     let report = open_report(&found, consume_queues, opened, dispatch_ms);
     Ok(Store {
@@ -212,8 +212,8 @@ struct Appending {
     /// ASYNC_FLUSH with write buffers.
     committer: Option<ActorRef<Committer>>,
     pool: Option<Arc<TransientStorePool>>,
-    /// The CommitLog's file list, for the cleaner.
-    cl_retention: FileQueueRetention,
+    /// The CommitLog's files (the writer owns the list), for the cleaner to plan with.
+    cl_files: FileQueueView,
 }
 
 /// The flushing actor, what the writer needs of it, and the wake for the async flusher.
@@ -349,7 +349,7 @@ impl Spawner<'_> {
                 (log, after_append, None)
             }
         };
-        let cl_retention = log.files().retention();
+        let cl_files = log.view();
         let writer = self.spawn(
             CommitLogWriter::new(
                 log,
@@ -367,7 +367,7 @@ impl Spawner<'_> {
             flusher: flushing.flusher,
             committer,
             pool,
-            cl_retention,
+            cl_files,
         })
     }
 
@@ -515,14 +515,16 @@ impl Spawner<'_> {
     /// Retention; `None` when `StoreParams::retention` is.
     fn start_cleaner(
         &mut self,
-        cl_retention: FileQueueRetention,
+        cl_files: FileQueueView,
+        writer: &ActorRef<CommitLogWriter>,
         dispatch: &Dispatch,
     ) -> Option<ActorRef<StoreCleaner>> {
         let p = self.params;
         let retention = p.retention.clone()?;
         Some(self.spawn(StoreCleaner::new(
             retention,
-            cl_retention,
+            cl_files,
+            writer.clone(),
             p.commit_log_dir.clone(),
             p.root.join("consumequeue"),
             self.state.clone(),

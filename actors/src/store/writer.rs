@@ -3,11 +3,13 @@
 //!
 //! In: [`AppendMessage`] (one message), [`AppendBatch`] (many independent messages in one mailbox
 //! message — the batched hop), [`AppendProducerBatch`] (a SEND_BATCH: one topic/queue, one unit),
-//! [`GetWriterState`], [`RemoveTopic`] (a deleted topic), [`EndOfBurst`] (from itself),
+//! [`GetWriterState`], [`RemoveTopic`] (a deleted topic), [`DeleteFiles`] (retention: the writer
+//! owns the file list, so the cleaner asks it), [`EndOfBurst`] (from itself),
 //! [`AppendReplicated`] (a slave: bytes its master sent, at their offsets). Out:
-//! replies with the offsets assigned (in SYNC_FLUSH, for an append that waits, by way of a
-//! [`FlushUpTo`] to the group committer, which answers the producer itself once the flush covers
-//! it: [`AppendReply`]; the waits of one mailbox burst travel together, once their bytes are
+//! replies with the offsets assigned (in SYNC_FLUSH, for an append that waits, with the receiving
+//! end of the channel its [`FlushUpTo`] carries to the group committer, which sends the flush's
+//! outcome to the producer's task itself: [`Appended`], settled by [`append`] with the
+//! producer's own `syncFlushTimeout` deadline; the waits of one mailbox burst travel together, once their bytes are
 //! committed, as one [`FlushWaits`] — see [`Burst`]); `AllocateNext` to the allocator when it
 //! rolls into a file; coalesced wakes after appending (see `Waker`): in ASYNC_FLUSH to the reput
 //! dispatcher, or — with write buffers — to the `Committer` instead (appended bytes are not
@@ -36,25 +38,66 @@ use actormq_core::store::status::PutError;
 
 use super::allocator::{AllocateNext, MappedFileAllocator};
 use super::committer::commit_all;
-use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, GroupCommitter, PendingReply};
+use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, GroupCommitter};
 use super::state::StoreState;
 use super::wake::Waker;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 use actormq_core::store::status::PutStatus;
 
 /// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
-/// a [`PendingReply`] that sends it, settled by how the wait ended ([`Settle`]), straight to the
-/// producer: the group committer answers it when its flush covers the append's end (the answer
-/// does not come back through this thread, and no future is kept per waiting append), or the
-/// writer's timeout tick answers FLUSH_DISK_TIMEOUT first (see [`Deadlines`]).
-pub enum AppendReply<T> {
+/// its value and the flush it waits for. The caller settles it ([`append`]): the group committer
+/// sends the flush's outcome straight to it on a channel of its own (the answer does not come
+/// back through this thread, and the writer keeps nothing per waiting append), and the caller's
+/// own timer gives FLUSH_DISK_TIMEOUT if `syncFlushTimeout` passes first — as RocketMQ's
+/// producer-side `flushOkFuture.get(syncFlushTimeout)` does. So a group committer blocked in
+/// `fdatasync` on a stalled disk cannot hold an answer, and each side owns what it answers: no
+/// state is shared between the two threads.
+pub enum Appended<T> {
     Now(T),
-    /// The append's [`FlushUpTo`] is in the writer's burst (see [`Burst`]); `reply` is answered
-    /// once the flush covers it.
+    /// The append's [`FlushUpTo`] is in the writer's burst (see [`Burst`]); `flushed` gets the
+    /// flush's outcome, `deadline` is when FLUSH_DISK_TIMEOUT is due.
     AfterFlush {
         value: T,
-        reply: Arc<PendingReply>,
+        flushed: tokio::sync::oneshot::Receiver<FlushOutcome>,
+        deadline: tokio::time::Instant,
     },
+}
+
+impl<T: Settle> Appended<T> {
+    /// The reply once the flush ended: stored and flushed, FLUSH_DISK_TIMEOUT at the deadline, or
+    /// the reason the flush failed. A group committer that stopped without answering (the store is
+    /// shutting down) did not flush it: SERVICE_NOT_AVAILABLE, as for any failed flush.
+    pub async fn settled(self) -> T {
+        match self {
+            Appended::Now(v) => v,
+            Appended::AfterFlush {
+                value,
+                flushed,
+                deadline,
+            } => {
+                let outcome = match tokio::time::timeout_at(deadline, flushed).await {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(_)) => FlushOutcome::Failed(
+                        "the CommitLog group committer stopped before this message was flushed"
+                            .into(),
+                    ),
+                    Err(_) => FlushOutcome::TimedOut,
+                };
+                value.settle(&outcome)
+            }
+        }
+    }
+}
+
+/// Appends through `writer` and settles the reply (see [`Appended`]).
+pub async fn append<M, T>(writer: &ActorRef<CommitLogWriter>, m: M) -> Result<T, MailboxError>
+where
+    M: Message<Result = Appended<T>> + Send + 'static,
+    M::Result: Send,
+    T: Settle + Send + 'static,
+    CommitLogWriter: Serve<M, Reply = Appended<T>>,
+{
+    Ok(writer.send(m).await?.settled().await)
 }
 
 /// What an append's reply becomes once its flush has ended.
@@ -92,67 +135,22 @@ impl Settle for Result<(AppendOk, Vec<PhyOffset>), PutError> {
     }
 }
 
-impl<A, M, T> actix::dev::MessageResponse<A, M> for AppendReply<T>
+impl<A, M, T> actix::dev::MessageResponse<A, M> for Appended<T>
 where
     A: Actor,
-    M: Message<Result = T>,
-    T: Settle + Send + 'static,
+    M: Message<Result = Appended<T>>,
+    T: Send + 'static,
 {
-    fn handle(self, _: &mut A::Context, tx: Option<actix::dev::OneshotSender<T>>) {
-        match self {
-            AppendReply::Now(v) => {
-                if let Some(tx) = tx {
-                    let _ = tx.send(v);
-                }
-            }
-            AppendReply::AfterFlush { value, reply } => {
-                // Sent without a response channel: nobody waits for the answer.
-                let Some(tx) = tx else { return };
-                reply.set(Box::new(move |outcome| {
-                    let _ = tx.send(value.settle(&outcome));
-                }));
-            }
+    fn handle(self, _: &mut A::Context, tx: Option<actix::dev::OneshotSender<Self>>) {
+        if let Some(tx) = tx {
+            let _ = tx.send(self);
         }
-    }
-}
-
-/// The SYNC_FLUSH waits of this writer's appends, by deadline (`syncFlushTimeout` after the
-/// append; they grow in push order). Each entry is weak: once the group committer has answered and
-/// dropped its reply, the entry is dead and leaves at the next check.
-#[derive(Default)]
-pub struct Deadlines(
-    std::collections::VecDeque<(std::time::Instant, std::sync::Weak<PendingReply>)>,
-);
-
-impl Deadlines {
-    fn push(&mut self, deadline: std::time::Instant, reply: &Arc<PendingReply>) {
-        self.0.push_back((deadline, Arc::downgrade(reply)));
-    }
-
-    /// Answers FLUSH_DISK_TIMEOUT to the waits whose deadline is at or before `now`, and drops
-    /// answered ones from the front. Returns how many timed out.
-    fn expire(&mut self, now: std::time::Instant) -> usize {
-        let mut n = 0;
-        while let Some((deadline, reply)) = self.0.front() {
-            if reply.strong_count() > 0 && *deadline > now {
-                break;
-            }
-            if let Some(r) = reply.upgrade() {
-                n += usize::from(r.answer(FlushOutcome::TimedOut));
-            }
-            self.0.pop_front();
-        }
-        n
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
 pub struct AppendMessage(pub NewMessage);
 impl Message for AppendMessage {
-    type Result = Result<AppendOk, PutError>;
+    type Result = Appended<Result<AppendOk, PutError>>;
 }
 
 /// Many independent messages appended in order in one mailbox message. In SYNC_FLUSH its reply is
@@ -160,14 +158,14 @@ impl Message for AppendMessage {
 /// so the messages of one batch should all wait or none (`Store::put_many` splits a mix).
 pub struct AppendBatch(pub Vec<NewMessage>);
 impl Message for AppendBatch {
-    type Result = Vec<Result<AppendOk, PutError>>;
+    type Result = Appended<Vec<Result<AppendOk, PutError>>>;
 }
 
 /// A producer's batch (SEND_BATCH_MESSAGE): one topic and queue, consecutive queue offsets, one
 /// file. The reply carries each record's physical offset.
 pub struct AppendProducerBatch(pub Vec<NewMessage>);
 impl Message for AppendProducerBatch {
-    type Result = Result<(AppendOk, Vec<PhyOffset>), PutError>;
+    type Result = Appended<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
 }
 
 /// A file the allocator prepared.
@@ -232,8 +230,6 @@ pub struct CommitLogWriter {
     /// message — in SYNC_FLUSH, for appends that wait, once at the end of the burst — before
     /// anything is acknowledged or woken, or handed to the group committer.
     commit_inline: bool,
-    /// SYNC_FLUSH waits, for FLUSH_DISK_TIMEOUT (checked every [`TIMEOUT_TICK`]).
-    deadlines: Deadlines,
     /// SYNC_FLUSH: the waiting appends of this burst.
     burst: Burst,
     /// Our own address, for [`EndOfBurst`].
@@ -241,10 +237,6 @@ pub struct CommitLogWriter {
     /// `brokerRole = SLAVE`: only [`AppendReplicated`] writes.
     slave: bool,
 }
-
-/// How often the writer answers FLUSH_DISK_TIMEOUT to waits past `syncFlushTimeout`: its
-/// precision.
-const TIMEOUT_TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The producer wants the reply after the flush (SYNC_FLUSH) and a slave's ack (SYNC_MASTER):
 /// RocketMQ's `Message.isWaitStoreMsgOK`, carried beside the stored bytes (the SEND path sets it
@@ -270,7 +262,6 @@ impl CommitLogWriter {
             state,
             sync,
             commit_inline: false,
-            deadlines: Deadlines::default(),
             burst: Burst::default(),
             me: None,
             slave: false,
@@ -313,23 +304,21 @@ impl CommitLogWriter {
 
     /// The reply to an append: `value` now, or — in SYNC_FLUSH, when it waits — once the group
     /// committer has flushed up to `end`, or FLUSH_DISK_TIMEOUT after `syncFlushTimeout` (see
-    /// [`AppendReply`]). A waiting append joins the burst (see [`Burst`]); `msgs` is how many
+    /// [`Appended`]). A waiting append joins the burst (see [`Burst`]); `msgs` is how many
     /// waiting messages the reply answers (0: none waits, the reply is sent now).
-    fn reply_after_flush<T>(&mut self, value: T, end: u64, msgs: u32) -> AppendReply<T> {
-        match &self.sync {
-            Some((_, timeout)) if msgs > 0 => {
-                let reply = Arc::new(PendingReply::default());
-                self.deadlines
-                    .push(std::time::Instant::now() + *timeout, &reply);
-                self.burst.waits.push(FlushUpTo {
-                    end,
-                    msgs,
-                    reply: reply.clone(),
-                });
+    fn reply_after_flush<T>(&mut self, value: T, end: u64, msgs: u32) -> Appended<T> {
+        match self.sync.as_ref().map(|(_, timeout)| *timeout) {
+            Some(timeout) if msgs > 0 => {
+                let (reply, flushed) = tokio::sync::oneshot::channel();
+                self.burst.waits.push(FlushUpTo { end, msgs, reply });
                 self.schedule_end_of_burst();
-                AppendReply::AfterFlush { value, reply }
+                Appended::AfterFlush {
+                    value,
+                    flushed,
+                    deadline: tokio::time::Instant::now() + timeout,
+                }
             }
-            _ => AppendReply::Now(value),
+            _ => Appended::Now(value),
         }
     }
 
@@ -341,8 +330,8 @@ impl CommitLogWriter {
             self.burst.scheduled = true;
         } else {
             // `try_send` refused (the mailbox over its bound with our sender parked, or not
-            // started): end the burst now. The reply is set after this returns; an answer that
-            // comes first is kept for it (see `PendingReply`).
+            // started): end the burst now. An outcome that comes before the caller has the
+            // reply waits in its channel.
             self.end_burst();
         }
     }
@@ -377,20 +366,21 @@ impl CommitLogWriter {
             Some(why) => {
                 let mut told_stored = 0;
                 for w in waits {
-                    if !w.reply.answer(FlushOutcome::Failed(why.clone())) {
+                    if w.reply.send(FlushOutcome::Failed(why.clone())).is_err() {
                         told_stored += 1;
                     }
                 }
                 if told_stored > 0 {
-                    // Answered FLUSH_DISK_TIMEOUT ("stored, not yet flushed") by the timeout tick
-                    // while the burst was still being handled: only a writer stalled for
-                    // `syncFlushTimeout` inside one burst gets here. Those producers will not
-                    // retry, so the loss must at least be on record.
+                    // The caller stopped waiting: its timer answered FLUSH_DISK_TIMEOUT ("stored,
+                    // not yet flushed") while the burst was still being handled — only a writer
+                    // stalled for `syncFlushTimeout` inside one burst gets there — or its
+                    // connection closed. Those producers will not retry, so the loss must at
+                    // least be on record.
                     tracing::error!(
                         appends = told_stored,
                         reason = %why,
-                        "appends already answered FLUSH_DISK_TIMEOUT were not stored: their \
-                         commit failed"
+                        "appends whose producers stopped waiting (answered FLUSH_DISK_TIMEOUT, \
+                         or gone) were not stored: their commit failed"
                     );
                 }
             }
@@ -476,32 +466,24 @@ impl Service for CommitLogWriter {
         } else {
             self.request_next(max - max % size + size, ctx);
         }
-        if self.sync.is_some() {
-            ctx.run_interval(TIMEOUT_TICK, |act, _| {
-                let d = &mut act.inner.deadlines;
-                if !d.is_empty() {
-                    d.expire(std::time::Instant::now());
-                }
-            });
-        }
     }
 }
 
 impl Serve<AppendMessage> for CommitLogWriter {
-    type Reply = AppendReply<Result<AppendOk, PutError>>;
+    type Reply = Appended<Result<AppendOk, PutError>>;
     fn serve(&mut self, msg: AppendMessage, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
         if let Some(e) = self.refused() {
-            return AppendReply::Now(Err(e));
+            return Appended::Now(Err(e));
         }
         let now = self.clock.now_ms();
         let ok = match self.log.append(&msg.0, now) {
             Ok(ok) => ok,
-            Err(e) => return AppendReply::Now(Err(e)),
+            Err(e) => return Appended::Now(Err(e)),
         };
         let wants = waits(&msg.0);
         let hold = self.holds_commit(wants, ok.rolled_into);
         if let Err(e) = self.after_append(now, ok.rolled_into, hold, ctx) {
-            return AppendReply::Now(Err(e));
+            return Appended::Now(Err(e));
         }
         let end = ok.end_offset().0;
         self.reply_after_flush(Ok(ok), end, u32::from(wants))
@@ -509,10 +491,10 @@ impl Serve<AppendMessage> for CommitLogWriter {
 }
 
 impl Serve<AppendBatch> for CommitLogWriter {
-    type Reply = AppendReply<Vec<Result<AppendOk, PutError>>>;
+    type Reply = Appended<Vec<Result<AppendOk, PutError>>>;
     fn serve(&mut self, msg: AppendBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
         if let Some(e) = self.refused() {
-            return AppendReply::Now(msg.0.iter().map(|_| Err(e.clone())).collect());
+            return Appended::Now(msg.0.iter().map(|_| Err(e.clone())).collect());
         }
         let now = self.clock.now_ms();
         let mut rolled = None;
@@ -542,21 +524,21 @@ impl Serve<AppendBatch> for CommitLogWriter {
 }
 
 impl Serve<AppendProducerBatch> for CommitLogWriter {
-    type Reply = AppendReply<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
+    type Reply = Appended<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
     fn serve(&mut self, msg: AppendProducerBatch, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
         if let Some(e) = self.refused() {
-            return AppendReply::Now(Err(e));
+            return Appended::Now(Err(e));
         }
         let now = self.clock.now_ms();
         let mut offsets = Vec::with_capacity(msg.0.len());
         let ok = match self.log.append_batch(&msg.0, now, &mut offsets) {
             Ok(ok) => ok,
-            Err(e) => return AppendReply::Now(Err(e)),
+            Err(e) => return Appended::Now(Err(e)),
         };
         let wants = msg.0.first().is_some_and(waits);
         let hold = self.holds_commit(wants, ok.rolled_into);
         if let Err(e) = self.after_append(now, ok.rolled_into, hold, ctx) {
-            return AppendReply::Now(Err(e));
+            return Appended::Now(Err(e));
         }
         let end = ok.end_offset().0;
         let msgs = if wants { offsets.len() as u32 } else { 0 };
@@ -633,6 +615,24 @@ impl Serve<AppendReplicated> for CommitLogWriter {
     }
 }
 
+/// Retention: delete these CommitLog files (the oldest, front first; never the last), from disk
+/// and then from the file list, which this writer owns. Replies with how many went; stops at the
+/// first that cannot be unlinked (see `FileQueueRetention::delete_files` in the core). Only the
+/// directory entry goes here (an `unlink`, microseconds); the blocks are freed when the last
+/// mapping of the file drops — the `StoreCleaner`, which holds the files it sent, or a reader
+/// still holding one — not on this thread.
+pub struct DeleteFiles(pub Vec<Arc<MappedFile>>);
+impl Message for DeleteFiles {
+    type Result = std::io::Result<usize>;
+}
+
+impl Serve<DeleteFiles> for CommitLogWriter {
+    type Reply = Reply<DeleteFiles>;
+    fn serve(&mut self, m: DeleteFiles, _: &mut Context<Metered<Self>>) -> Self::Reply {
+        MessageResult(self.log.files().delete_files(&m.0))
+    }
+}
+
 /// Forget a deleted topic's queue offsets; replies with the CommitLog end at that moment (every
 /// record of the old topic lies before it).
 pub struct RemoveTopic(pub String);
@@ -664,17 +664,6 @@ mod tests {
         }
     }
 
-    /// A reply whose answer lands in `log`.
-    fn pending(
-        log: &Arc<std::sync::Mutex<Vec<(u32, FlushOutcome)>>>,
-        id: u32,
-    ) -> Arc<PendingReply> {
-        let log = log.clone();
-        let r = Arc::new(PendingReply::default());
-        r.set(Box::new(move |o| log.lock().unwrap().push((id, o))));
-        r
-    }
-
     /// Whether an append waits is the message's `wait_store_msg_ok`, whatever its stored
     /// properties say: 4.9.4 stores a send without `WAIT`, and delivers a scheduled message with
     /// the producer's `WAIT` without waiting for it.
@@ -701,45 +690,49 @@ mod tests {
         assert!(waits(&with("WAIT\u{1}false", true)));
     }
 
-    /// The group committer may be stuck in `fdatasync` for good: the writer's own tick still
-    /// answers FLUSH_DISK_TIMEOUT at the deadline, and only to waits nobody answered.
-    #[test]
-    fn waits_past_their_deadline_time_out_at_the_writer_whatever_the_flush_does() {
-        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let t0 = std::time::Instant::now();
-        let ms = std::time::Duration::from_millis;
-        let mut d = Deadlines::default();
-        let (a, b, c) = (pending(&log, 1), pending(&log, 2), pending(&log, 3));
-        d.push(t0 + ms(10), &a);
-        d.push(t0 + ms(20), &b);
-        d.push(t0 + ms(30), &c);
-        assert!(
-            a.answer(FlushOutcome::Flushed),
-            "the flush answered the first"
-        );
-        drop(a);
-        assert_eq!(d.expire(t0 + ms(5)), 0);
-        assert_eq!(d.0.len(), 2, "an answered wait leaves at the next check");
+    /// The group committer may be stuck in `fdatasync` for good: the caller still gets
+    /// FLUSH_DISK_TIMEOUT at the deadline; an outcome sent before the deadline wins, even one
+    /// sent before the caller started waiting; a group committer gone without answering is a
+    /// failed flush.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_settles_by_the_flush_or_by_its_own_deadline() {
+        let at = |ms| tokio::time::Instant::now() + std::time::Duration::from_millis(ms);
+        let pending = |deadline| {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let reply: Appended<Result<AppendOk, PutError>> = Appended::AfterFlush {
+                value: Ok(ok()),
+                flushed: rx,
+                deadline,
+            };
+            (tx, reply)
+        };
+
+        let (tx, stalled) = pending(at(5_000));
+        let t0 = tokio::time::Instant::now();
+        let late = stalled.settled().await.unwrap();
+        assert_eq!(late.status, PutStatus::FlushDiskTimeout);
         assert_eq!(
-            d.expire(t0 + ms(20)),
-            1,
-            "the second is due; the third is not"
+            t0.elapsed(),
+            std::time::Duration::from_secs(5),
+            "at the deadline"
         );
-        assert_eq!(d.0.len(), 1);
         assert!(
-            !b.answer(FlushOutcome::Flushed),
-            "a late flush does not answer twice"
+            tx.send(FlushOutcome::Flushed).is_err(),
+            "a flush after the deadline finds nobody waiting"
         );
-        assert_eq!(d.expire(t0 + ms(40)), 1);
-        assert!(d.is_empty());
-        assert_eq!(
-            *log.lock().unwrap(),
-            vec![
-                (1, FlushOutcome::Flushed),
-                (2, FlushOutcome::TimedOut),
-                (3, FlushOutcome::TimedOut)
-            ]
-        );
+
+        let (tx, early) = pending(at(5_000));
+        tx.send(FlushOutcome::Flushed).unwrap();
+        assert_eq!(early.settled().await.unwrap().status, PutStatus::PutOk);
+
+        let (tx, gone) = pending(at(5_000));
+        drop(tx);
+        let e = gone.settled().await.unwrap_err();
+        assert_eq!(e.status, PutStatus::ServiceNotAvailable);
+        assert!(e.remark.contains("group committer stopped"), "{}", e.remark);
+
+        let now: Appended<Result<AppendOk, PutError>> = Appended::Now(Ok(ok()));
+        assert_eq!(now.settled().await.unwrap().status, PutStatus::PutOk);
     }
 
     #[test]
