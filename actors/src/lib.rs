@@ -11,11 +11,10 @@
 //! * [`broker`] — broker start/stop, request processing, metadata, client registry, long polling,
 //!   name-server registration, and `TestBroker` for end-to-end tests.
 //! * [`ha`] — master/slave replication: the master's HA port, the slave's client.
-//! * [`namesrv`] — the name server's route registry and request processing; [`namesrv_config`]
-//!   its configuration table, [`namesrv_kv`] its KV config table (`kvConfig.json`).
-//! * [`admin`] — `actormq admin`: mqadmin's commands over the wire (tables or `--json`).
-//! * [`bench`] — `actormq bench store`; [`bench_wire`] — `actormq bench produce` / `consume`;
-//!   [`bench_cpu`] — the broker's CPU per message over a bench run.
+//! * [`namesrv`] — the name server's route registry and request processing; [`namesrv::config`]
+//!   its configuration table, [`namesrv::kv`] its KV config table (`kvConfig.json`).
+//! * [`tools`] — not the runtime (which never imports it): `actormq admin` (mqadmin's commands
+//!   over the wire) and the load generators `actormq bench store|produce|consume`.
 
 pub mod broker;
 pub mod fsutil;
@@ -23,8 +22,6 @@ pub mod ha;
 pub mod metered;
 pub mod metrics;
 pub mod namesrv;
-pub mod namesrv_config;
-pub mod namesrv_kv;
 pub mod proc_stat;
 pub mod remoting;
 pub mod store;

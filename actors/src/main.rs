@@ -232,7 +232,7 @@ fn run_namesrv(
     let listen = match listen {
         Some(l) => l,
         None => {
-            let mut file = actormq::namesrv_config::NamesrvConfig::new(9876);
+            let mut file = actormq::namesrv::config::NamesrvConfig::new(9876);
             if let Some(path) = &opts.config_file {
                 let text = std::fs::read_to_string(path).map_err(|e| {
                     anyhow::anyhow!("cannot read the name server config {}: {e}", path.display())

@@ -6,8 +6,8 @@
 //!   cluster, name, broker id → address), topicQueueTable (topic → broker name → [`QueueData`])
 //!   and brokerLiveTable (broker address → last registration, dataVersion, HA address, the
 //!   connection it registered through). Beside them it owns what configures and extends routes:
-//!   the name server's configuration ([`crate::namesrv_config`]) and RocketMQ's KV config table
-//!   ([`crate::namesrv_kv`], whose ORDER_TOPIC_CONFIG namespace gives a route its
+//!   the name server's configuration ([`crate::namesrv::config`]) and RocketMQ's KV config table
+//!   ([`crate::namesrv::kv`], whose ORDER_TOPIC_CONFIG namespace gives a route its
 //!   `orderTopicConf` when `orderMessageEnable` is on, as 4.9.4's `getRouteInfoByTopic`). In:
 //!   [`RegisterBroker`], [`UnregisterBroker`], [`RegisterTopic`], [`ConnectionClosed`],
 //!   [`GetRoute`], [`GetClusterInfo`], [`GetAllTopics`], [`DeleteTopic`], [`SetWritePerm`],
@@ -59,10 +59,12 @@ use actormq_core::protocol::header::{
 use serde::Serialize;
 
 use crate::metered::{start_on, ActorRef, Metered, Reply, Serve, Service};
-use crate::namesrv_config::NamesrvConfig;
-use crate::namesrv_kv::{KvConfigTable, NAMESPACE_ORDER_TOPIC_CONFIG};
+use crate::namesrv::config::NamesrvConfig;
+use crate::namesrv::kv::{KvConfigTable, NAMESPACE_ORDER_TOPIC_CONFIG};
 use crate::remoting::server::{serve, ConnInfo, Handled, Processor};
 
+pub mod config;
+pub mod kv;
 mod queries;
 pub use queries::{DataVersionAnswer, GetTopicList, QueryDataVersion, TopicListQuery};
 

@@ -6,7 +6,7 @@
 //! Owns [`NamesrvConfig`]: the keys of RocketMQ's `NamesrvConfig` and `NettyServerConfig` with
 //! ActorMQ's real values where it has them (`listenPort`, the one thread that serves every
 //! connection, the accept backlog) and RocketMQ's defaults for the rest. Three keys are what the
-//! name server really uses: `kvConfigPath` (where [`crate::namesrv_kv`] keeps the KV table,
+//! name server really uses: `kvConfigPath` (where [`crate::namesrv::kv`] keeps the KV table,
 //! default `${HOME}/namesrv/kvConfig.json`), `orderMessageEnable` (routes carry the topic's
 //! `orderTopicConf`) and `configStorePath` (where an update is written, default
 //! `${HOME}/namesrv/namesrv.properties`; `actormq namesrv -c <file>` makes it that file, as
