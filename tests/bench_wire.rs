@@ -12,11 +12,11 @@ mod common;
 
 use std::time::Duration;
 
+use actormq::remoting::client::RemotingClient;
 use actormq::tools::bench_cpu::{report_lines, BrokerProbe, BrokerUsage};
 use actormq::tools::bench_wire::{
     run_consume, run_produce, ConsumeArgs, ConsumeReport, ErrorSource, ProduceArgs, ProduceReport,
 };
-use actormq::remoting::client::RemotingClient;
 use actormq_core::protocol::codes::{request_code, response_code};
 use actormq_core::protocol::command::RemotingCommand;
 use common::{broker, run_bounded, stop_broker};

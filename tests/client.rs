@@ -1407,29 +1407,12 @@ fn a_query_by_key_never_answers_another_topics_message() {
 
 /// A SEND_MESSAGE (10) to queue 0 of `topic`, as a client sends it, for the wire tests above.
 fn raw_send(topic: &str, properties: &str, body: &[u8]) -> RemotingCommand {
-    RemotingCommand::new_request(rq::SEND_MESSAGE)
-        .with_ext("producerGroup", "P")
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
+    send_request("P", topic, 0, body)
         .with_ext("defaultTopicQueueNums", "1")
-        .with_ext("queueId", "0")
-        .with_ext("sysFlag", "0")
-        .with_ext("bornTimestamp", now_millis().to_string())
-        .with_ext("flag", "0")
         .with_ext("properties", properties)
-        .with_body(body.to_vec())
 }
 
 /// A PULL_MESSAGE (11) of `group` from queue 0 of `topic` at offset 0, not suspended.
 fn raw_pull(group: &str, topic: &str, sys_flag: i32) -> RemotingCommand {
-    RemotingCommand::new_request(rq::PULL_MESSAGE)
-        .with_ext("consumerGroup", group)
-        .with_ext("topic", topic)
-        .with_ext("queueId", "0")
-        .with_ext("queueOffset", "0")
-        .with_ext("maxMsgNums", "32")
-        .with_ext("sysFlag", sys_flag.to_string())
-        .with_ext("commitOffset", "0")
-        .with_ext("suspendTimeoutMillis", "0")
-        .with_ext("subVersion", "0")
+    pull_request(group, topic, 0, 0).with_ext("sysFlag", sys_flag.to_string())
 }

@@ -1,9 +1,8 @@
-//! Durability of the real `actormq broker` process (ECOSYSTEM Part B: T1, T2, T3 and T4 on a
-//! real file system, T5(d, e), T6, T10, T11 against a power loss, T14):
-//! what a producer was told is stored must still be there after a `kill -9`, a power loss (within
-//! what the flush type promises), a clean SIGTERM, a leftover `abort` file or a lost ConsumeQueue
-//! file; a second process must not open a store in use; a full disk must refuse writes (not
-//! crash) and accept them again once space returns.
+//! Durability of the real `actormq broker` process, on a real file system and against power
+//! losses: what a producer was told is stored must still be there after a `kill -9`, a power
+//! loss (within what the flush type promises), a clean SIGTERM, a leftover `abort` file or a lost
+//! ConsumeQueue file; a second process must not open a store in use; a full disk must refuse
+//! writes (not crash) and accept them again once space returns.
 //!
 //! Power losses ([`LoopDisk`], [`PowerLossRig`]): the store sits on ext4 over a loop device; the
 //! broker is frozen (SIGSTOP, every thread stopped), the loop device's image file is copied —
@@ -55,7 +54,9 @@ use actormq_core::store::mapped_file::Warm;
 use actormq_core::store::mapped_file_queue::MappedFileQueue;
 use actormq_core::QueueOffset;
 
+mod common;
 mod volatile_disk;
+use common::{pull_request, send_request, wait_caught_up};
 use volatile_disk::{CacheLoss, Fate, VolatileDisk};
 
 /// `mappedFileSizeCommitLog` of every test: small, so a test crosses file boundaries.
@@ -541,21 +542,14 @@ fn assert_abnormal_start(b: &Broker) {
 // Requests
 // ---------------------------------------------------------------------------------------------
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// SEND_MESSAGE (10) with the long header names of Java's `SendMessageRequestHeader`; no WAIT
-/// property, so under SYNC_FLUSH the reply waits for the flush.
-/// A SEND of `body`, with the key the body carries as the message's KEYS (so the index must find
-/// it, see [`assert_offline_matches`]).
-fn send_request(topic: &str, queue_id: i32, body: Vec<u8>) -> RemotingCommand {
+/// SEND_MESSAGE (10) of `body` ([`send_request`], from tests/common), with the key the body
+/// carries as the message's KEYS (so the index must find it, see [`assert_offline_matches`]); no
+/// WAIT property, so under SYNC_FLUSH the reply waits for the flush.
+fn send_with_key(topic: &str, queue_id: i32, body: Vec<u8>) -> RemotingCommand {
     send_delayed_request(topic, queue_id, body, None)
 }
 
-/// [`send_request`] with delay level `delay` (the `DELAY` property), if any.
+/// [`send_with_key`] with delay level `delay` (the `DELAY` property), if any.
 fn send_delayed_request(
     topic: &str,
     queue_id: i32,
@@ -568,17 +562,9 @@ fn send_delayed_request(
     if let Some(level) = delay {
         properties.push_str(&format!("DELAY\u{1}{level}\u{2}"));
     }
-    RemotingCommand::new_request(rq::SEND_MESSAGE)
-        .with_ext("producerGroup", "durability-producer")
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
+    send_request("durability-producer", topic, queue_id, body)
         .with_ext("defaultTopicQueueNums", QUEUES.to_string())
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("sysFlag", "0")
-        .with_ext("bornTimestamp", now_ms().to_string())
-        .with_ext("flag", "0")
         .with_ext("properties", properties)
-        .with_body(body)
 }
 
 fn max_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
@@ -587,17 +573,9 @@ fn max_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
         .with_ext("queueId", queue_id.to_string())
 }
 
-fn pull_request(topic: &str, queue_id: i32, offset: u64) -> RemotingCommand {
-    RemotingCommand::new_request(rq::PULL_MESSAGE)
-        .with_ext("consumerGroup", "durability-checker")
-        .with_ext("topic", topic)
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("queueOffset", offset.to_string())
-        .with_ext("maxMsgNums", "32")
-        .with_ext("sysFlag", "0")
-        .with_ext("commitOffset", "0")
-        .with_ext("suspendTimeoutMillis", "0")
-        .with_ext("subVersion", "0")
+/// PULL_MESSAGE of the checker ([`pull_request`], from tests/common): nothing committed.
+fn checker_pull(topic: &str, queue_id: i32, offset: u64) -> RemotingCommand {
+    pull_request("durability-checker", topic, queue_id, offset as i64)
 }
 
 fn describe(r: &RemotingCommand) -> String {
@@ -741,7 +719,7 @@ async fn send_n(
     for i in 0..n {
         let k = key(&format!("{prefix}-q{queue}-{i}"), filler);
         let reply = client
-            .invoke(send_request(TOPIC, queue, body_of(&k)), RPC_TIMEOUT)
+            .invoke(send_with_key(TOPIC, queue, body_of(&k)), RPC_TIMEOUT)
             .await;
         let o = outcome(reply);
         assert!(matches!(o, Outcome::Acked(_)), "SEND {k}: {o:?}");
@@ -766,7 +744,7 @@ async fn sends_resume(
         let k = key(&format!("retry-{i}"), 10);
         i += 1;
         let r = client
-            .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+            .invoke(send_with_key(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
             .await
             .expect("SEND answered");
         if r.code == rc::SUCCESS {
@@ -984,7 +962,7 @@ async fn read_queue(client: &RemotingClient, q: i32, at_least: u64) -> Vec<Pulle
     let mut offset = 0u64;
     while offset < max {
         let r = client
-            .invoke(pull_request(TOPIC, q, offset), RPC_TIMEOUT)
+            .invoke(checker_pull(TOPIC, q, offset), RPC_TIMEOUT)
             .await
             .expect("PULL answered");
         if r.code != rc::SUCCESS {
@@ -1421,7 +1399,7 @@ const KILLS_T2B: usize = 8;
 /// at most a few milliseconds before the kill.
 const T2B_SLACK: Duration = Duration::from_millis(1000);
 
-/// T2b (ECOSYSTEM B): ASYNC_FLUSH with write buffers (`transientStorePoolEnable`). SEND_OK means
+/// ASYNC_FLUSH with write buffers (`transientStorePoolEnable`). SEND_OK means
 /// written into a buffer, so kill -9 may lose acknowledged messages: those the committer had not
 /// yet copied into the files. The test measures them. Each cycle, every acknowledged message must
 /// be present unless it was acknowledged within `commitIntervalCommitLog` (200 ms) plus
@@ -1913,7 +1891,7 @@ fn load_then_kill(
     acked
 }
 
-/// systemd readiness (`Type=notify`; ECOSYSTEM T6): the broker says READY=1 only once recovery
+/// systemd readiness (`Type=notify`): the broker says READY=1 only once recovery
 /// is done and it serves — after an abnormal stop too, where each queue's max offset, asked once
 /// the moment READY arrives, must already cover every acknowledged message — and STOPPING=1 when
 /// SIGTERM comes, before its clean stop.
@@ -2440,7 +2418,7 @@ fn consume_queue_file_lost_behind_the_last_three_commitlog_files_is_rebuilt() {
                 .expect("connect");
             let r = client
                 .invoke(
-                    send_request(TOPIC, 0, body_of(&key("late", 10))),
+                    send_with_key(TOPIC, 0, body_of(&key("late", 10))),
                     RPC_TIMEOUT,
                 )
                 .await
@@ -2717,6 +2695,7 @@ fn fs_avail(path: &Path) -> u64 {
 /// the broker stays up and serves everything acknowledged; deleting the filler lets sends succeed
 /// again without a restart, at the next queue offsets (refused sends stored nothing).
 #[test]
+#[ignore = "needs root: mounts a size-limited file system (tmpfs, else ext4 on a loop device)"]
 fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_returns() {
     let name = "disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_returns";
     bounded(name, Duration::from_secs(90), move |cleanup| {
@@ -2726,10 +2705,7 @@ fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_re
         let dir = tempfile::tempdir().expect("temp dir");
         let fs = match SmallFs::mount(&cleanup, dir.path(), FS_MIB) {
             Ok(fs) => fs,
-            Err(why) => {
-                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
-                return;
-            }
+            Err(why) => panic!("{name}: cannot create a size-limited file system: {why}"),
         };
         eprintln!(
             "{name}: store on a {FS_MIB} MiB {} at {}",
@@ -2776,7 +2752,7 @@ fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_re
                 let k = key(&format!("fill-{n}"), BODY);
                 n += 1;
                 let r = client
-                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                    .invoke(send_with_key(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
                     .await
                     .unwrap_or_else(|e| panic!("SEND {k} got no reply (did the broker die?): {e}"));
                 if r.code == rc::SUCCESS {
@@ -2824,7 +2800,7 @@ fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_re
                 .expect("connect");
             let k = key("still-full", 10);
             let r = client
-                .invoke(send_request(TOPIC, 1, body_of(&k)), RPC_TIMEOUT)
+                .invoke(send_with_key(TOPIC, 1, body_of(&k)), RPC_TIMEOUT)
                 .await
                 .expect("SEND answered");
             assert_eq!(r.code, rc::SERVICE_NOT_AVAILABLE, "{}", describe(&r));
@@ -2854,6 +2830,7 @@ fn disk_full_refuses_sends_with_service_not_available_and_recovers_when_space_re
 /// (SERVICE_NOT_AVAILABLE naming the cause), never a SIGBUS; everything acknowledged stays
 /// readable and sends succeed again once space is freed, without a restart.
 #[test]
+#[ignore = "needs root: mounts a size-limited file system (tmpfs, else ext4 on a loop device)"]
 fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
     let name = "physically_full_disk_refuses_sends_without_crashing_and_recovers";
     bounded(name, Duration::from_secs(90), move |cleanup| {
@@ -2861,10 +2838,7 @@ fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
         let dir = tempfile::tempdir().expect("temp dir");
         let fs = match SmallFs::mount(&cleanup, dir.path(), FS_MIB) {
             Ok(fs) => fs,
-            Err(why) => {
-                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
-                return;
-            }
+            Err(why) => panic!("{name}: cannot create a size-limited file system: {why}"),
         };
         let root = fs.mnt.join("store");
         let env = BrokerEnv::new(&root)
@@ -2895,7 +2869,7 @@ fn physically_full_disk_refuses_sends_without_crashing_and_recovers() {
                 let k = key(&format!("fill-{n}"), BODY);
                 n += 1;
                 let reply = client
-                    .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                    .invoke(send_with_key(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
                     .await;
                 match reply {
                     Ok(r) if r.code == rc::SUCCESS => ledger.record(k, 0, outcome(Ok(r))),
@@ -2966,7 +2940,7 @@ async fn send_until_refused(
         let k = key(&format!("fill-{n}"), body);
         n += 1;
         let r = client
-            .invoke(send_request(TOPIC, q, body_of(&k)), RPC_TIMEOUT)
+            .invoke(send_with_key(TOPIC, q, body_of(&k)), RPC_TIMEOUT)
             .await
             .unwrap_or_else(|e| panic!("SEND {k} got no reply (did the broker die?): {e}"));
         if r.code == rc::SUCCESS {
@@ -3014,16 +2988,14 @@ fn fill_up(dir: &Path) -> PathBuf {
 /// queue), instead of acknowledging messages nobody can consume. Once space returns, dispatch
 /// resumes without a restart, every acknowledged message becomes readable, and sends succeed.
 #[test]
+#[ignore = "needs root: mounts a size-limited file system (tmpfs, else ext4 on a loop device)"]
 fn full_consume_queue_disk_refuses_sends_until_dispatch_resumes() {
     let name = "full_consume_queue_disk_refuses_sends_until_dispatch_resumes";
     bounded(name, Duration::from_secs(90), move |cleanup| {
         let dir = tempfile::tempdir().expect("temp dir");
         let fs = match SmallFs::mount(&cleanup, dir.path(), 16) {
             Ok(fs) => fs,
-            Err(why) => {
-                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
-                return;
-            }
+            Err(why) => panic!("{name}: cannot create a size-limited file system: {why}"),
         };
         let root = fs.mnt.join("store");
         let cl_dir = dir.path().join("commitlog");
@@ -3131,6 +3103,7 @@ fn full_consume_queue_disk_refuses_sends_until_dispatch_resumes() {
 /// root disk over the limit refuses sends with a remark naming that disk, and space there again
 /// accepts them without a restart.
 #[test]
+#[ignore = "needs root: mounts a size-limited file system (tmpfs, else ext4 on a loop device)"]
 fn consume_queue_disk_over_the_usage_limit_refuses_sends_naming_it() {
     let name = "consume_queue_disk_over_the_usage_limit_refuses_sends_naming_it";
     bounded(name, Duration::from_secs(90), move |cleanup| {
@@ -3143,8 +3116,7 @@ fn consume_queue_disk_over_the_usage_limit_refuses_sends_naming_it() {
         let (cl_fs, root_fs) = match (mount(cl_tmp.path()), mount(root_tmp.path())) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(why), _) | (_, Err(why)) => {
-                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
-                return;
+                panic!("{name}: cannot create a size-limited file system: {why}")
             }
         };
         let root = root_fs.mnt.join("store");
@@ -3529,8 +3501,9 @@ impl Drop for PowerLossRig {
 
 impl PowerLossRig {
     /// What every power-loss test starts with: the rig on a new temp dir, the test's seed and a
-    /// generator from it. `None` (after saying so) where loop devices cannot be mounted.
-    fn for_test(cleanup: &Arc<Cleanup>, name: &str, fs: Fs) -> Option<(PowerLossRig, u64, Rng)> {
+    /// generator from it. Panics, saying why, where loop devices cannot be mounted: these tests
+    /// are `#[ignore]`d with what they need, and run explicitly where it is there (`.ci/run`).
+    fn for_test(cleanup: &Arc<Cleanup>, name: &str, fs: Fs) -> (PowerLossRig, u64, Rng) {
         PowerLossRig::for_test_with(cleanup, name, fs, Cache::Kept)
     }
 
@@ -3540,10 +3513,9 @@ impl PowerLossRig {
         name: &str,
         fs: Fs,
         cache: Cache,
-    ) -> Option<(PowerLossRig, u64, Rng)> {
+    ) -> (PowerLossRig, u64, Rng) {
         if let Some(why) = power_loss_unavailable(cache) {
-            eprintln!("{name}: SKIPPED: {why}");
-            return None;
+            panic!("{name}: cannot run here: {why}");
         }
         let seed = seed_for(name);
         let tmp = tempfile::tempdir().expect("temp dir");
@@ -3563,7 +3535,7 @@ impl PowerLossRig {
             losses: Vec::new(),
             _tmp: tmp,
         };
-        Some((rig, seed, Rng::new(seed)))
+        (rig, seed, Rng::new(seed))
     }
 
     fn root(&self) -> PathBuf {
@@ -3663,8 +3635,8 @@ fn power_loss_cycles(
     settings: &[(&str, &str)],
     delay_ms: (u64, u64),
     mut check: impl FnMut(&tokio::runtime::Runtime, &Broker, &mut Ledger, Instant, usize) -> usize,
-) -> Option<(u64, Vec<(usize, usize)>)> {
-    let (mut rig, seed, mut rng) = PowerLossRig::for_test_with(cleanup, name, fs, cache)?;
+) -> (u64, Vec<(usize, usize)>) {
+    let (mut rig, seed, mut rng) = PowerLossRig::for_test_with(cleanup, name, fs, cache);
     let root = rig.root();
     let mut env = BrokerEnv::new(&root);
     for (k, v) in settings {
@@ -3712,13 +3684,13 @@ fn power_loss_cycles(
     }
     drop(broker);
     drop(rig);
-    Some((seed, report))
+    (seed, report)
 }
 
 /// Power losses of [`power_loss_cycles`] per test.
 const POWER_LOSSES: usize = 6;
 
-/// ECOSYSTEM T3 on a real file system: SYNC_FLUSH promises that an acknowledged message is on the
+/// SYNC_FLUSH on a real file system: it promises that an acknowledged message is on the
 /// device, so a power loss — unlike kill -9, it takes the page cache with it — must lose nothing
 /// acknowledged. [`POWER_LOSSES`] power losses under load, each at a random 0.3–1.5 s after the
 /// first acknowledgement; after each, the broker on the disk the loss left must serve every
@@ -3730,7 +3702,7 @@ fn power_loss_loses_nothing_acknowledged(
     settings: &'static [(&str, &str)],
 ) {
     bounded(name, Duration::from_secs(170), move |cleanup| {
-        let Some((seed, report)) = power_loss_cycles(
+        let (seed, report) = power_loss_cycles(
             name,
             &cleanup,
             fs,
@@ -3745,14 +3717,13 @@ fn power_loss_loses_nothing_acknowledged(
                 ));
                 0
             },
-        ) else {
-            return;
-        };
+        );
         eprintln!("{name}: seed {seed}; (acknowledged, lost) per power loss: {report:?}");
     });
 }
 
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_under_sync_flush_loses_no_acknowledged_message() {
     power_loss_loses_nothing_acknowledged(
         "power_loss_under_sync_flush_loses_no_acknowledged_message",
@@ -3768,6 +3739,7 @@ fn power_loss_under_sync_flush_loses_no_acknowledged_message() {
 /// With `messageIndexSafe`, so that after the last power loss every stored message must also be
 /// found by its key in the index files (offline), as RocketMQ promises for that setting.
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message() {
     power_loss_loses_nothing_acknowledged(
         "power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message",
@@ -3783,10 +3755,10 @@ fn power_loss_without_a_journal_under_sync_flush_loses_no_acknowledged_message()
 /// The timeout path's way out ([`Cleanup::emergency`]): an aborted FUSE connection fails every
 /// request at once, so nothing waiting on the volatile disk can hang this process's exit.
 #[test]
+#[ignore = "needs root, loop devices and FUSE (/dev/fuse, /sys/fs/fuse/connections)"]
 fn an_aborted_volatile_disk_fails_every_request() {
     if let Some(why) = power_loss_unavailable(Cache::Volatile) {
-        eprintln!("an_aborted_volatile_disk_fails_every_request: SKIPPED: {why}");
-        return;
+        panic!("an_aborted_volatile_disk_fails_every_request: cannot run here: {why}");
     }
     let tmp = tempfile::tempdir().expect("temp dir");
     let backing = tmp.path().join("backing.img");
@@ -3821,6 +3793,7 @@ fn an_aborted_volatile_disk_fails_every_request() {
 /// combination, which the kept-cache model never does. On ext4 with a journal, whose commits
 /// flush the device before and after the commit block.
 #[test]
+#[ignore = "needs root, loop devices and FUSE (/dev/fuse, /sys/fs/fuse/connections)"]
 fn power_loss_with_a_volatile_disk_cache_under_sync_flush_loses_no_acknowledged_message() {
     power_loss_loses_nothing_acknowledged(
         "power_loss_with_a_volatile_disk_cache_under_sync_flush_loses_no_acknowledged_message",
@@ -3835,6 +3808,7 @@ fn power_loss_with_a_volatile_disk_cache_under_sync_flush_loses_no_acknowledged_
 /// repairs whatever else the lost cache left half-written. With `messageIndexSafe`, so the index
 /// files must also hold every stored message's key after the last power loss.
 #[test]
+#[ignore = "needs root, loop devices and FUSE (/dev/fuse, /sys/fs/fuse/connections)"]
 fn power_loss_with_a_volatile_disk_cache_and_no_journal_under_sync_flush_loses_no_acknowledged_message(
 ) {
     power_loss_loses_nothing_acknowledged(
@@ -3851,6 +3825,7 @@ fn power_loss_with_a_volatile_disk_cache_and_no_journal_under_sync_flush_loses_n
 /// SYNC_FLUSH with write buffers (two, and 512 KiB CommitLog files, so buffers are recycled): a
 /// message is acknowledged after the group committer's `pwrite` and `fdatasync`.
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message() {
     power_loss_loses_nothing_acknowledged(
         "power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message",
@@ -3868,6 +3843,7 @@ fn power_loss_under_sync_flush_with_write_buffers_loses_no_acknowledged_message(
 /// The same on a device with a volatile write cache ([`VolatileDisk`]): the group committer's
 /// `pwrite` of a buffer reaches the device only with the `fdatasync` after it.
 #[test]
+#[ignore = "needs root, loop devices and FUSE (/dev/fuse, /sys/fs/fuse/connections)"]
 fn power_loss_with_a_volatile_disk_cache_under_sync_flush_with_write_buffers_loses_no_acknowledged_message(
 ) {
     power_loss_loses_nothing_acknowledged(
@@ -3888,7 +3864,7 @@ fn power_loss_with_a_volatile_disk_cache_under_sync_flush_with_write_buffers_los
 /// device over a shared disk.
 const ASYNC_SLACK: Duration = Duration::from_millis(1500);
 
-/// ECOSYSTEM T4 on a real file system: under ASYNC_FLUSH a power loss may lose acknowledged
+/// ASYNC_FLUSH on a real file system: under it a power loss may lose acknowledged
 /// messages, but only those of the last `window` (the flush interval, plus the commit interval
 /// with write buffers, plus [`ASYNC_SLACK`]) before it, and in every queue the lost ones form a
 /// suffix (nothing present after a hole). Everything older — flushed CommitLog, and
@@ -3902,7 +3878,7 @@ fn power_loss_loses_only_the_window(
 ) {
     bounded(name, Duration::from_secs(170), move |cleanup| {
         let mut oldest = Vec::new();
-        let Some((seed, report)) = power_loss_cycles(
+        let (seed, report) = power_loss_cycles(
             name,
             &cleanup,
             Fs::Journaled,
@@ -3920,9 +3896,7 @@ fn power_loss_loses_only_the_window(
                 oldest.push(old.map(|d| d.as_millis()));
                 lost.len()
             },
-        ) else {
-            return;
-        };
+        );
         eprintln!(
             "{name}: seed {seed}; per power loss (acknowledged, lost): {report:?}; oldest lost \
              acknowledgement before the cut, ms: {oldest:?}"
@@ -3931,6 +3905,7 @@ fn power_loss_loses_only_the_window(
 }
 
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
     power_loss_loses_only_the_window(
         "power_loss_under_async_flush_loses_only_the_last_flush_interval",
@@ -3945,6 +3920,7 @@ fn power_loss_under_async_flush_loses_only_the_last_flush_interval() {
 /// ConsumeQueue and index pages the kernel wrote back on its own too — and recovery must still
 /// serve everything older than the window, with no hole.
 #[test]
+#[ignore = "needs root, loop devices and FUSE (/dev/fuse, /sys/fs/fuse/connections)"]
 fn power_loss_with_a_volatile_disk_cache_under_async_flush_loses_only_the_last_flush_interval() {
     power_loss_loses_only_the_window(
         "power_loss_with_a_volatile_disk_cache_under_async_flush_loses_only_the_last_flush_interval",
@@ -3957,6 +3933,7 @@ fn power_loss_with_a_volatile_disk_cache_under_async_flush_loses_only_the_last_f
 /// With write buffers (two, 1 MiB CommitLog files): SEND_OK means written into a buffer, so the
 /// window adds `commitIntervalCommitLog` (200 ms) to the flush interval.
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals() {
     power_loss_loses_only_the_window(
         "power_loss_under_async_flush_with_write_buffers_loses_only_the_last_intervals",
@@ -4023,20 +4000,18 @@ async fn gauge(addr: &str, name: &str) -> f64 {
 const GAUGE_CUTS_WITH_LOSS: usize = 3;
 const GAUGE_CUTS_MAX: usize = 6;
 
-/// ECOSYSTEM T4's last clause: `rocketmq_storage_flush_behind_bytes` is what an operator reads
-/// as "what a power loss would take now", so it must never be below it. Until three cuts lost
+/// The flush-behind gauge against a power loss: `rocketmq_storage_flush_behind_bytes` is what
+/// an operator reads as "what a power loss would take now", so it must never be below it. Until three cuts lost
 /// something (see [`GAUGE_CUTS_WITH_LOSS`]): a timed ASYNC_FLUSH load of 0.5–1.5 s ends, the
 /// gauge is read, and the power is cut at once (no write comes in between, so what is unflushed
 /// can only shrink after the scrape). The acknowledged messages lost — at least their bodies'
 /// bytes, a lower bound of their records' — must fit in what the gauge showed.
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_under_async_flush_loses_no_more_than_the_flush_behind_gauge() {
     const NAME: &str = "power_loss_under_async_flush_loses_no_more_than_the_flush_behind_gauge";
     bounded(NAME, Duration::from_secs(170), move |cleanup| {
-        let Some((mut rig, seed, mut rng)) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled)
-        else {
-            return;
-        };
+        let (mut rig, seed, mut rng) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled);
         let env = BrokerEnv::new(&rig.root()).set("FLUSHDISKTYPE", "ASYNC_FLUSH");
         let rt = runtime();
         let mut ledger = Ledger::default();
@@ -4112,13 +4087,11 @@ fn power_loss_under_async_flush_loses_no_more_than_the_flush_behind_gauge() {
 /// a record of queues 0 and 1: it serves them only if their rebuilt units were synced before the
 /// checkpoint counted them. Every acknowledged message of all four queues must be served.
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
     const NAME: &str = "power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint";
     bounded(NAME, Duration::from_secs(170), move |cleanup| {
-        let Some((mut rig, seed, mut rng)) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled)
-        else {
-            return;
-        };
+        let (mut rig, seed, mut rng) = PowerLossRig::for_test(&cleanup, NAME, Fs::Journaled);
         let root = rig.root();
         let env = BrokerEnv::new(&root);
         let rt = runtime();
@@ -4239,13 +4212,14 @@ fn power_loss_during_recovery_resumes_from_a_durable_progress_checkpoint() {
 /// Delay levels of the delayed-message power-loss test (`messageDelayLevel`): level 1 is 3 s.
 const TEST_DELAY_LEVELS: &str = "3s 5s 10s";
 
-/// ECOSYSTEM T11 against a power loss, under ASYNC_FLUSH: every delayed message acknowledged
+/// Delayed messages against a power loss, under ASYNC_FLUSH: every delayed message acknowledged
 /// before the loss window (`flushIntervalCommitLog` plus [`ASYNC_SLACK`]) must be delivered to
 /// its topic after the power comes back — at least once. Loads of 3.5–5 s send messages of delay
 /// level 1 (3 s), so deliveries run while the power is cut; `flushDelayOffsetInterval` is 100 ms,
 /// so the delivery progress is persisted often. A progress file that counts deliveries the
 /// CommitLog had not flushed would skip their originals for ever: RocketMQ persists it so.
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_under_async_flush_delivers_every_delayed_message() {
     power_loss_delivers_every_delayed_message(
         "power_loss_under_async_flush_delivers_every_delayed_message",
@@ -4257,6 +4231,7 @@ fn power_loss_under_async_flush_delivers_every_delayed_message() {
 /// file (`delayOffset.json`, replaced every 100 ms) and the CommitLog both lose, or tear, what
 /// the device took since its last flush.
 #[test]
+#[ignore = "needs root, loop devices and FUSE (/dev/fuse, /sys/fs/fuse/connections)"]
 fn power_loss_with_a_volatile_disk_cache_under_async_flush_delivers_every_delayed_message() {
     power_loss_delivers_every_delayed_message(
         "power_loss_with_a_volatile_disk_cache_under_async_flush_delivers_every_delayed_message",
@@ -4267,11 +4242,8 @@ fn power_loss_with_a_volatile_disk_cache_under_async_flush_delivers_every_delaye
 fn power_loss_delivers_every_delayed_message(name: &'static str, cache: Cache) {
     const CUTS: usize = 4;
     bounded(name, Duration::from_secs(170), move |cleanup| {
-        let Some((mut rig, seed, mut rng)) =
-            PowerLossRig::for_test_with(&cleanup, name, Fs::Journaled, cache)
-        else {
-            return;
-        };
+        let (mut rig, seed, mut rng) =
+            PowerLossRig::for_test_with(&cleanup, name, Fs::Journaled, cache);
         let root = rig.root();
         let env = BrokerEnv::new(&root)
             .set("FLUSHDISKTYPE", "ASYNC_FLUSH")
@@ -4401,6 +4373,7 @@ async fn await_deliveries(
 /// if the checkpoint's logics time never counts units that were not flushed: otherwise recovery
 /// starts after queue 0's records and never sees them.
 #[test]
+#[ignore = "needs root and loop devices"]
 fn power_loss_keeps_the_messages_of_a_queue_that_went_quiet() {
     power_loss_keeps_a_quiet_queue(
         "power_loss_keeps_the_messages_of_a_queue_that_went_quiet",
@@ -4411,6 +4384,7 @@ fn power_loss_keeps_the_messages_of_a_queue_that_went_quiet() {
 /// The same on a device with a volatile write cache ([`VolatileDisk`]): the checkpoint's logics
 /// time may count only ConsumeQueue units a device flush has covered, not ones merely written.
 #[test]
+#[ignore = "needs root, loop devices and FUSE (/dev/fuse, /sys/fs/fuse/connections)"]
 fn power_loss_with_a_volatile_disk_cache_keeps_the_messages_of_a_queue_that_went_quiet() {
     power_loss_keeps_a_quiet_queue(
         "power_loss_with_a_volatile_disk_cache_keeps_the_messages_of_a_queue_that_went_quiet",
@@ -4420,11 +4394,8 @@ fn power_loss_with_a_volatile_disk_cache_keeps_the_messages_of_a_queue_that_went
 
 fn power_loss_keeps_a_quiet_queue(name: &'static str, cache: Cache) {
     bounded(name, Duration::from_secs(120), move |cleanup| {
-        let Some((mut rig, seed, mut rng)) =
-            PowerLossRig::for_test_with(&cleanup, name, Fs::Journaled, cache)
-        else {
-            return;
-        };
+        let (mut rig, seed, mut rng) =
+            PowerLossRig::for_test_with(&cleanup, name, Fs::Journaled, cache);
         let root = rig.root();
         // 1 MiB CommitLog files: the load passes several, so a recovery start taken from a
         // checkpoint that counted queue 0's unflushed units would lie past its records.
@@ -4522,6 +4493,7 @@ fn min_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
 /// a consumer reading from the queue's new min offset gets every message still stored, intact,
 /// at the offset it was acknowledged with; one from offset 0 is moved to that min offset.
 #[test]
+#[ignore = "needs root: mounts a size-limited file system (tmpfs, else ext4 on a loop device)"]
 fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_min_offset() {
     let name =
         "retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_min_offset";
@@ -4532,10 +4504,7 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
         let dir = tempfile::tempdir().expect("temp dir");
         let fs = match SmallFs::mount(&cleanup, dir.path(), FS_MIB) {
             Ok(fs) => fs,
-            Err(why) => {
-                eprintln!("{name}: SKIPPED: cannot create a size-limited file system: {why}");
-                return;
-            }
+            Err(why) => panic!("{name}: cannot create a size-limited file system: {why}"),
         };
         let root = fs.mnt.join("store");
         let env = BrokerEnv::new(&root)
@@ -4560,7 +4529,7 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
                 loop {
                     let k = key(&format!("ret-{n}-{refused}"), BODY);
                     let r = client
-                        .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+                        .invoke(send_with_key(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
                         .await
                         .unwrap_or_else(|e| panic!("SEND {k} got no reply: {e}"));
                     max_used = max_used.max(used_pct(&fs.mnt));
@@ -4637,7 +4606,7 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
             assert!(min > 0 && min < max, "min offset {min} of {max}");
             // A consumer at offset 0 is moved to the min offset.
             let r = client
-                .invoke(pull_request(TOPIC, 0, 0), RPC_TIMEOUT)
+                .invoke(checker_pull(TOPIC, 0, 0), RPC_TIMEOUT)
                 .await
                 .expect("PULL answered");
             assert_eq!(
@@ -4650,7 +4619,7 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
             let mut offset = min;
             while offset < max {
                 let r = client
-                    .invoke(pull_request(TOPIC, 0, offset), RPC_TIMEOUT)
+                    .invoke(checker_pull(TOPIC, 0, offset), RPC_TIMEOUT)
                     .await
                     .expect("PULL answered");
                 assert_eq!(r.code, rc::SUCCESS, "PULL at {offset}: {}", describe(&r));
@@ -4776,7 +4745,13 @@ fn kill_minus_9_of_a_slave_keeps_what_its_sync_master_acknowledged() {
             per_cycle.push((delay.as_millis(), ledger.acked.len() - before, end));
         }
         // Caught up (the load's last cycle left the master ahead): the queue ends agree.
-        rt.block_on(wait_queues_equal(&master.addr, &slave.addr));
+        rt.block_on(wait_caught_up(
+            &master.addr,
+            &slave.addr,
+            TOPIC,
+            QUEUES,
+            WAIT_LIMIT * 3,
+        ));
         slave.stop_cleanly();
         master.stop_cleanly();
         // Sends in flight at a kill wait up to slaveTimeout and are acknowledged if the new
@@ -4834,23 +4809,6 @@ fn assert_slave_is_a_prefix(mroot: &Path, sroot: &Path) {
     );
 }
 
-/// Waits until every queue of [`TOPIC`] ends at the same offset on both brokers.
-async fn wait_queues_equal(master: &str, slave: &str) {
-    let deadline = Instant::now() + WAIT_LIMIT * 3;
-    let m = RemotingClient::connect(master).await.expect("master");
-    let s = RemotingClient::connect(slave).await.expect("slave");
-    for q in 0..QUEUES {
-        loop {
-            let (a, b) = (max_offset(&m, q).await, max_offset(&s, q).await);
-            if a == b {
-                break;
-            }
-            assert!(Instant::now() < deadline, "q{q}: master {a}, slave {b}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
 /// Sends to queue 0 every 50 ms (at most [`WAIT_LIMIT`]) until a send is acknowledged, each
 /// recorded in `ledger`: a SYNC_MASTER's slave is connected.
 async fn probe_until_acked(addr: &str, ledger: &mut Ledger, tag: &str) {
@@ -4859,7 +4817,7 @@ async fn probe_until_acked(addr: &str, ledger: &mut Ledger, tag: &str) {
     for i in 0.. {
         let k = key(&format!("{tag}-probe-{i}"), 0);
         let reply = client
-            .invoke(send_request(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
+            .invoke(send_with_key(TOPIC, 0, body_of(&k)), RPC_TIMEOUT)
             .await;
         let acked = matches!(&reply, Ok(r) if r.code == rc::SUCCESS);
         ledger.record(k, 0, outcome(reply));
@@ -4895,7 +4853,7 @@ fn stable_free_port(rng: &mut Rng) -> u16 {
 /// [`kill_minus_9_of_a_sync_master_leaves_every_acknowledged_message_on_its_slave`].
 const MASTER_KILLS: usize = 5;
 
-/// ECOSYSTEM T8 on one host: SYNC_MASTER under load is killed with SIGKILL at random moments.
+/// Master failover on one host: SYNC_MASTER under load is killed with SIGKILL at random moments.
 /// With the master dead, every message it acknowledged is read back from the slave (RocketMQ's
 /// SYNC_MASTER promise: SEND_OK means the slave has it), at its queue and offset, intact. The
 /// master then restarts on the same HA port, the slave reconnects and catches up, and the load
@@ -4940,7 +4898,7 @@ fn kill_minus_9_of_a_sync_master_leaves_every_acknowledged_message_on_its_slave(
             let deadline = Instant::now() + WAIT_LIMIT * 3;
             loop {
                 let r = s
-                    .invoke(pull_request(TOPIC, 0, 0), RPC_TIMEOUT)
+                    .invoke(checker_pull(TOPIC, 0, 0), RPC_TIMEOUT)
                     .await
                     .expect("PULL answered");
                 if r.code != rc::TOPIC_NOT_EXIST {
@@ -4977,7 +4935,13 @@ fn kill_minus_9_of_a_sync_master_leaves_every_acknowledged_message_on_its_slave(
             assert_abnormal_start(&master);
         }
         // The last restart's catch-up, then the master holds every acknowledgement too.
-        rt.block_on(wait_queues_equal(&master.addr, &slave.addr));
+        rt.block_on(wait_caught_up(
+            &master.addr,
+            &slave.addr,
+            TOPIC,
+            QUEUES,
+            WAIT_LIMIT * 3,
+        ));
         rt.block_on(verify(
             &master.addr,
             &ledger,

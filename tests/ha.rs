@@ -22,23 +22,10 @@ use actormq_core::protocol::header::PullMessageRequestHeader;
 use common::*;
 use rocketmq_client_rust::SendStatus;
 
-fn send_request(topic: &str, body: &str) -> RemotingCommand {
-    send_to_queue(topic, 0, body)
-}
-
-fn send_to_queue(topic: &str, queue_id: i32, body: &str) -> RemotingCommand {
-    RemotingCommand::new_request(rq::SEND_MESSAGE)
-        .with_ext("producerGroup", "ha-producer")
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("defaultTopicQueueNums", "4")
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("sysFlag", "0")
-        .with_ext("bornTimestamp", now_millis().to_string())
-        .with_ext("flag", "0")
-        .with_ext("properties", "")
-        .with_body(body.as_bytes().to_vec())
-}
+/// The producer group of every raw SEND ([`send_request`], from tests/common).
+const PRODUCER: &str = "ha-producer";
+/// How long a slave may take to catch up with its master ([`wait_caught_up`], tests/common).
+const CATCH_UP: Duration = Duration::from_secs(30);
 
 /// Sends raw SEND_MESSAGEs to `addr` every 100 ms (at most 30 s) until one is answered `code`;
 /// returns the last answer's code and remark.
@@ -47,7 +34,10 @@ async fn send_until(addr: &str, topic: &str, code: i32) -> (i32, String) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let r = client
-            .invoke(send_request(topic, "probe"), Duration::from_secs(10))
+            .invoke(
+                send_request(PRODUCER, topic, 0, "probe"),
+                Duration::from_secs(10),
+            )
             .await
             .expect("answered");
         let got = (r.code, r.remark.clone().unwrap_or_default());
@@ -93,22 +83,6 @@ async fn query_offset(client: &RemotingClient, group: &str, topic: &str) -> Remo
         )
         .await
         .expect("answered")
-}
-
-async fn max_offset(addr: &str, topic: &str, queue_id: i32) -> Option<i64> {
-    let client = RemotingClient::connect(addr).await.expect("connect");
-    let r = client
-        .invoke(
-            RemotingCommand::new_request(rq::GET_MAX_OFFSET)
-                .with_ext("topic", topic)
-                .with_ext("queueId", queue_id.to_string()),
-            Duration::from_secs(5),
-        )
-        .await
-        .expect("answered");
-    (r.code == rc::SUCCESS)
-        .then(|| r.ext("offset").and_then(|o| o.parse().ok()))
-        .flatten()
 }
 
 #[test]
@@ -158,7 +132,7 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                 .expect("connect");
             let r = client
                 .invoke(
-                    send_request(&topic, "to the slave"),
+                    send_request(PRODUCER, &topic, 0, "to the slave"),
                     Duration::from_secs(10),
                 )
                 .await
@@ -172,7 +146,7 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
 
             // The slave's ConsumeQueues hold what the master's do (dispatched from the
             // replicated CommitLog).
-            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
 
             // The slave copies the master's tables: the topic, and a group's committed offset.
             let group = unique("GHa");
@@ -307,32 +281,12 @@ async fn produce(addr: &str, topic: &str, n: usize, len: usize, tag: &str) {
     for i in 0..n {
         let r = client
             .invoke(
-                send_to_queue(topic, (i % 4) as i32, &format!("{tag}-{i}-{body}")),
+                send_request(PRODUCER, topic, (i % 4) as i32, format!("{tag}-{i}-{body}")),
                 Duration::from_secs(10),
             )
             .await
             .expect("answered");
         assert_eq!(r.code, rc::SUCCESS, "send {tag}-{i}: {:?}", r.remark);
-    }
-}
-
-/// Waits (at most 30 s) until the slave's four queues of `topic` end where the master's do.
-async fn wait_caught_up(master: &str, slave: &str, topic: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for q in 0..4 {
-        loop {
-            // Both dispatch on their own: read both each time.
-            let want = max_offset(master, topic, q).await;
-            let got = max_offset(slave, topic, q).await;
-            if got == want {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "queue {q}: slave max offset {got:?}, master {want:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 }
 
@@ -369,12 +323,12 @@ fn a_slave_starts_at_the_masters_last_file_and_resumes_after_a_restart() {
             let slave_cfg = slave_of(&master.namesrv_addr);
             let slave = start_broker(sdir.path(), &slave_cfg);
             produce(&master.broker_addr, &topic, 300, 4000, "during").await;
-            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
             stop_broker(slave);
 
             produce(&master.broker_addr, &topic, 100, 4000, "while-away").await;
             let slave = start_broker(sdir.path(), &slave_cfg);
-            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
             stop_broker(slave);
             stop_broker(master);
 
@@ -441,7 +395,7 @@ fn a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts() {
             let slave_cfg = slave_of(&master.namesrv_addr);
             let slave = start_broker(sdir.path(), &slave_cfg);
             produce(&master.broker_addr, &topic, 20, 4000, "during").await;
-            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
             stop_broker(slave);
             for round in 0..2 {
                 let slave = start_broker(sdir.path(), &slave_cfg);
@@ -453,7 +407,7 @@ fn a_former_master_becomes_a_slave_and_keeps_its_data_across_restarts() {
                     &format!("after-{round}"),
                 )
                 .await;
-                wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+                wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
                 stop_broker(slave);
                 let names = assert_slave_files_match(mdir.path(), sdir.path());
                 assert_eq!(
@@ -524,7 +478,7 @@ fn pull_answers_name_the_broker_to_read_from_and_a_slave_moves_no_offset() {
             let topic = unique("TSuggest");
             produce(&master.broker_addr, &topic, 80, 100, "s").await;
             let (_sdir, slave) = broker(&slave_of(&master.namesrv_addr));
-            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
             let m = RemotingClient::connect(&master.broker_addr)
                 .await
                 .expect("connect");
@@ -584,9 +538,9 @@ fn pull_answers_name_the_broker_to_read_from_and_a_slave_moves_no_offset() {
     );
 }
 
-/// A TCP proxy on the replication path (ECOSYSTEM T7 without network namespaces): the slave dials
-/// it, it dials the master. While `blocked` it moves no byte either way, passes no close and
-/// dials no master for a new slave connection, so TCP holds everything back much as a dropped
+/// A TCP proxy on the replication path (a network partition without network namespaces): the
+/// slave dials it, it dials the master. While `blocked` it moves no byte either way, passes no
+/// close and dials no master for a new slave connection, so TCP holds everything back much as a dropped
 /// link would (the kernel still completes a slave's connect, which a real partition would not);
 /// otherwise it forwards each chunk after a seeded 0–`jitter_ms` delay. `reported` is the largest offset report it has passed from the slave to the master,
 /// raised before the report is written: the master cannot know more than it says.
@@ -700,8 +654,8 @@ async fn ha_proxy(master_ha: &str, seed: u64, jitter_ms: u64) -> HaProxy {
     }
 }
 
-/// ECOSYSTEM T7 on loopback: SYNC_MASTER under load from four producers while a proxy between
-/// it and its slave cuts replication for four seeded windows, every other one (2.5–3.5 s) longer
+/// A replication partition on loopback: SYNC_MASTER under load from four producers while a
+/// proxy between it and its slave cuts replication for four seeded windows, every other one (2.5–3.5 s) longer
 /// than `haHousekeepingInterval` (2 s here, so both ends drop the connection), the rest
 /// 0.3–1.8 s, and delays every chunk by up to 30 ms. Pinned: no SEND_OK for a message the slave had not reported holding when the answer
 /// came — every acknowledged record ends at or before the largest report the proxy had passed
@@ -768,7 +722,12 @@ fn a_sync_master_acknowledges_nothing_its_slave_has_not_reported_across_partitio
                         let cut = blocked.load(Ordering::SeqCst);
                         let r = client
                             .invoke(
-                                send_to_queue(&topic, p, &format!("p{p}-{i}-{}", "y".repeat(200))),
+                                send_request(
+                                    PRODUCER,
+                                    &topic,
+                                    p,
+                                    format!("p{p}-{i}-{}", "y".repeat(200)),
+                                ),
                                 Duration::from_secs(10),
                             )
                             .await
@@ -816,7 +775,7 @@ fn a_sync_master_acknowledges_nothing_its_slave_has_not_reported_across_partitio
                     *codes.entry(k).or_insert(0) += v;
                 }
             }
-            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
             stop_broker(slave);
             stop_broker(master);
             proxy.task.abort();
@@ -913,7 +872,7 @@ fn a_consumer_reads_everything_from_the_slave_while_its_master_is_down() {
                 sent.insert(body);
             }
             quietly("producer shutdown", p.shutdown()).await;
-            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic).await;
+            wait_caught_up(&master.broker_addr, &slave.broker_addr, &topic, 4, CATCH_UP).await;
             // The slave serves the topic once it has copied its master's tables.
             let s = RemotingClient::connect(&slave.broker_addr)
                 .await

@@ -26,7 +26,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use actormq::broker::testing::TestBroker;
 use actormq::remoting::client::RemotingClient;
@@ -39,6 +39,9 @@ use actormq_core::protocol::header::RegisterBrokerRequestHeader;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+mod common;
+use common::{pull_request, send_request};
 
 /// Hard upper bound of a whole test, broker start and clean stop included.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
@@ -140,48 +143,17 @@ where
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Requests
 // ---------------------------------------------------------------------------------------------
 
-/// SEND_MESSAGE (10) with the long (V1) header names, as Java's `SendMessageRequestHeader`.
-fn send_request(topic: &str, queue_id: i32, body: impl Into<Vec<u8>>) -> RemotingCommand {
-    RemotingCommand::new_request(rq::SEND_MESSAGE)
-        .with_ext("producerGroup", "hostile-producer")
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", DEFAULT_TOPIC)
-        .with_ext("defaultTopicQueueNums", "4")
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("sysFlag", "0")
-        .with_ext("bornTimestamp", now_ms().to_string())
-        .with_ext("flag", "0")
-        .with_ext("properties", "")
-        .with_body(body.into())
-}
+/// The producer group of every SEND ([`send_request`], from tests/common).
+const PRODUCER: &str = "hostile-producer";
 
 fn max_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
     RemotingCommand::new_request(rq::GET_MAX_OFFSET)
         .with_ext("topic", topic)
         .with_ext("queueId", queue_id.to_string())
-}
-
-fn pull_request(group: &str, topic: &str, queue_id: i32, offset: i64) -> RemotingCommand {
-    RemotingCommand::new_request(rq::PULL_MESSAGE)
-        .with_ext("consumerGroup", group)
-        .with_ext("topic", topic)
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("queueOffset", offset.to_string())
-        .with_ext("maxMsgNums", "32")
-        .with_ext("sysFlag", "0")
-        .with_ext("commitOffset", "0")
-        .with_ext("suspendTimeoutMillis", "0")
-        .with_ext("subVersion", "0")
 }
 
 fn route_request(topic: &str) -> RemotingCommand {
@@ -389,7 +361,8 @@ fn probe(target: Target) -> RemotingCommand {
 
 fn attacks(target: Target, round: u64) -> Vec<Attack> {
     let json_header = br#"{"code":34,"language":"JAVA","version":401,"opaque":1,"flag":0}"#;
-    let valid = encoded(&send_request("HostileTruncated", 0, vec![b'x'; 300]).with_opaque(5));
+    let valid =
+        encoded(&send_request(PRODUCER, "HostileTruncated", 0, vec![b'x'; 300]).with_opaque(5));
     let half = valid.get(..valid.len() / 2).unwrap_or_default().to_vec();
 
     // One byte over the limit: refused from its first word, the rest never comes.
@@ -472,19 +445,23 @@ fn attacks(target: Target, round: u64) -> Vec<Attack> {
         Target::Broker => list.extend([
             Attack::request(
                 "SEND without bornTimestamp",
-                without(send_request("HostileBad", 0, "b"), "bornTimestamp").with_opaque(103),
+                without(
+                    send_request(PRODUCER, "HostileBad", 0, "b"),
+                    "bornTimestamp",
+                )
+                .with_opaque(103),
                 None,
                 "bornTimestamp",
             ),
             Attack::request(
                 "SEND without topic",
-                without(send_request("HostileBad", 0, "b"), "topic").with_opaque(104),
+                without(send_request(PRODUCER, "HostileBad", 0, "b"), "topic").with_opaque(104),
                 None,
                 "topic",
             ),
             Attack::request(
                 "SEND with a non-numeric queueId",
-                send_request("HostileBad", 0, "b")
+                send_request(PRODUCER, "HostileBad", 0, "b")
                     .with_ext("queueId", "zero")
                     .with_opaque(105),
                 None,
@@ -664,7 +641,7 @@ async fn well_behaved_load(
         let (what, req) = match (target, i % 2) {
             (Target::Broker, 0) => (
                 "SEND_MESSAGE",
-                send_request(TOPIC, 0, format!("load message {i}")),
+                send_request(PRODUCER, TOPIC, 0, format!("load message {i}")),
             ),
             (Target::Broker, _) => ("GET_MAX_OFFSET", max_offset_request(TOPIC, 0)),
             (Target::Namesrv, _) => ("GET_ROUTEINFO_BY_TOPIC", route_request(DEFAULT_TOPIC)),
@@ -812,7 +789,7 @@ fn broker_port_survives_hostile_frames() {
             .collect();
         for (i, body) in bodies.iter().enumerate() {
             let r = client
-                .invoke(send_request(TOPIC, 0, body.clone()), RPC_TIMEOUT)
+                .invoke(send_request(PRODUCER, TOPIC, 0, body.clone()), RPC_TIMEOUT)
                 .await
                 .expect("fresh SEND answered");
             assert_eq!(r.code, rc::SUCCESS, "fresh SEND #{i}: {}", describe(&r));
@@ -896,7 +873,7 @@ fn namesrv_port_survives_hostile_frames() {
             .await
             .expect("producer connects");
         let r = producer
-            .invoke(send_request(TOPIC, 0, "new topic"), RPC_TIMEOUT)
+            .invoke(send_request(PRODUCER, TOPIC, 0, "new topic"), RPC_TIMEOUT)
             .await
             .expect("SEND answered");
         assert_eq!(r.code, rc::SUCCESS, "{}", describe(&r));

@@ -48,31 +48,11 @@ async fn heartbeat(c: &mut FakeClient, client_id: &str, group: &str, topic: &str
     assert_eq!(r.code, rc::SUCCESS, "heartbeat: {:?}", r.remark);
 }
 
+/// A SEND to queue 0 of `topic` (a one-queue topic if new) with `props` as its properties.
 fn send(topic: &str, props: &str, body: &str) -> RemotingCommand {
-    RemotingCommand::new_request(rq::SEND_MESSAGE)
-        .with_ext("producerGroup", "P")
-        .with_ext("topic", topic)
-        .with_ext("defaultTopic", "TBW102")
+    send_request("P", topic, 0, body)
         .with_ext("defaultTopicQueueNums", "1")
-        .with_ext("queueId", "0")
-        .with_ext("sysFlag", "0")
-        .with_ext("bornTimestamp", now_millis().to_string())
-        .with_ext("flag", "0")
         .with_ext("properties", props)
-        .with_body(body.as_bytes().to_vec())
-}
-
-fn pull(group: &str, topic: &str, offset: i64) -> RemotingCommand {
-    RemotingCommand::new_request(rq::PULL_MESSAGE)
-        .with_ext("consumerGroup", group)
-        .with_ext("topic", topic)
-        .with_ext("queueId", "0")
-        .with_ext("queueOffset", offset.to_string())
-        .with_ext("maxMsgNums", "32")
-        .with_ext("sysFlag", "0")
-        .with_ext("commitOffset", "0")
-        .with_ext("suspendTimeoutMillis", "0")
-        .with_ext("subVersion", "0")
 }
 
 fn reset(topic: &str, group: &str, timestamp: i64) -> RemotingCommand {
@@ -131,7 +111,9 @@ struct Stored {
 
 async fn pull_one(c: &mut FakeClient, topic: &str, offset: i64) -> Stored {
     for _ in 0..200 {
-        let r = c.request(pull("ParityReader", topic, offset)).await;
+        let r = c
+            .request(pull_request("ParityReader", topic, 0, offset))
+            .await;
         if r.code == rc::SUCCESS {
             let Ok(Check::Record(v)) = record::check(&r.body, true) else {
                 panic!("a record in the pull body of {topic}");
@@ -257,7 +239,7 @@ fn a_pull_past_the_end_stores_an_offset_moved_event() {
         let r = c.request(send(&topic, "", "only")).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         dispatched(&mut c, &topic, 1).await;
-        let r = c.request(pull("GMoved", &topic, 7)).await;
+        let r = c.request(pull_request("GMoved", &topic, 0, 7)).await;
         assert_eq!(r.code, rc::PULL_OFFSET_MOVED, "{:?}", r.remark);
         let event = pull_one(&mut c, "OFFSET_MOVED_EVENT", 0).await;
         let body = String::from_utf8(event.body.clone()).unwrap();

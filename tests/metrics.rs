@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use actormq::broker::testing::TestBroker;
 use actormq::remoting::client::RemotingClient;
@@ -23,6 +23,9 @@ use actormq_core::protocol::command::RemotingCommand;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+mod common;
+use common::{now_millis, pull_request, send_request};
+
 /// Hard upper bound of the whole test, broker start and stop included.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
 const RPC_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,6 +33,8 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 const WAIT_LIMIT: Duration = Duration::from_secs(15);
 const TOPIC: &str = "MetricsTopic";
 const GROUP: &str = "metrics-group";
+/// The producer group of every SEND ([`send_request`], from tests/common).
+const PRODUCER: &str = "metrics-producer";
 const QUEUES: i32 = 4;
 const N: usize = 40;
 const SIZE: usize = 1500;
@@ -205,41 +210,6 @@ async fn scrape(addr: &str) -> Page {
 // Requests
 // ---------------------------------------------------------------------------------------------
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// SEND_MESSAGE (10) with the long (V1) header names.
-fn send_request(queue_id: i32, body: Vec<u8>) -> RemotingCommand {
-    RemotingCommand::new_request(rq::SEND_MESSAGE)
-        .with_ext("producerGroup", "metrics-producer")
-        .with_ext("topic", TOPIC)
-        .with_ext("defaultTopic", "TBW102")
-        .with_ext("defaultTopicQueueNums", QUEUES.to_string())
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("sysFlag", "0")
-        .with_ext("bornTimestamp", now_ms().to_string())
-        .with_ext("flag", "0")
-        .with_ext("properties", "")
-        .with_body(body)
-}
-
-/// PULL_MESSAGE (11) without the commit or suspend flags: nothing is committed, nothing parks.
-fn pull_request(queue_id: i32, offset: i64) -> RemotingCommand {
-    RemotingCommand::new_request(rq::PULL_MESSAGE)
-        .with_ext("consumerGroup", GROUP)
-        .with_ext("topic", TOPIC)
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("queueOffset", offset.to_string())
-        .with_ext("maxMsgNums", "32")
-        .with_ext("sysFlag", "0")
-        .with_ext("commitOffset", "0")
-        .with_ext("suspendTimeoutMillis", "0")
-        .with_ext("subVersion", "0")
-}
-
 /// UPDATE_CONSUMER_OFFSET (15).
 fn commit_request(queue_id: i32, offset: i64) -> RemotingCommand {
     RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
@@ -262,7 +232,7 @@ async fn pull_all(c: &RemotingClient, queue_id: i32, want: usize) -> (usize, i64
             Instant::now() < deadline,
             "queue {queue_id}: pulled {got} of {want} within {WAIT_LIMIT:?}"
         );
-        let r = call(c, pull_request(queue_id, offset)).await;
+        let r = call(c, pull_request(GROUP, TOPIC, queue_id, offset)).await;
         if r.code == rc::SUCCESS {
             let mut pos = 0;
             while pos < r.body.len() {
@@ -334,7 +304,11 @@ async fn body(broker_addr: String, metrics_addr: String) {
     let mut per_queue = [0usize; QUEUES as usize];
     for i in 0..N {
         let q = (i % QUEUES as usize) as i32;
-        let r = call(&c, send_request(q, vec![b'a' + (i % 26) as u8; SIZE])).await;
+        let r = call(
+            &c,
+            send_request(PRODUCER, TOPIC, q, vec![b'a' + (i % 26) as u8; SIZE]),
+        )
+        .await;
         assert_eq!(r.code, rc::SUCCESS, "send {i}: {:?}", r.remark);
         per_queue[q as usize] += 1;
     }
@@ -388,7 +362,7 @@ async fn body(broker_addr: String, metrics_addr: String) {
         assert_eq!(r.code, rc::REQUEST_CODE_NOT_SUPPORTED);
     }
     // A pull parked by long polling is timed when it is resumed, as `is_long_polling="true"`.
-    let parked = pull_request(0, next[0])
+    let parked = pull_request(GROUP, TOPIC, 0, next[0])
         .with_ext("sysFlag", "2") // FLAG_SUSPEND
         .with_ext("suspendTimeoutMillis", "300");
     let r = call(&c, parked).await;
@@ -603,11 +577,13 @@ fn group_commit_counters_count_every_synchronous_send() {
                 const SENDS: usize = 40;
                 // Four at a time, so that some flushes can cover more than one.
                 for round in 0..SENDS / 4 {
-                    let replies =
-                        futures_util::future::join_all((0..4).map(|i| {
-                            call(&c, send_request(i, format!("s{round}.{i}").into_bytes()))
-                        }))
-                        .await;
+                    let replies = futures_util::future::join_all((0..4).map(|i| {
+                        call(
+                            &c,
+                            send_request(PRODUCER, TOPIC, i, format!("s{round}.{i}").into_bytes()),
+                        )
+                    }))
+                    .await;
                     for r in replies {
                         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
                     }
@@ -658,7 +634,11 @@ fn process_cpu_memory_and_thread_cpu_are_exported() {
             let c = RemotingClient::connect(&b).await.expect("connect");
             let first = scrape(&m).await;
             for i in 0..20 {
-                let r = call(&c, send_request(i % QUEUES, vec![b'p'; SIZE])).await;
+                let r = call(
+                    &c,
+                    send_request(PRODUCER, TOPIC, i % QUEUES, vec![b'p'; SIZE]),
+                )
+                .await;
                 assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
             }
             let second = scrape(&m).await;
@@ -678,7 +658,7 @@ fn process_cpu_memory_and_thread_cpu_are_exported() {
                 assert!(second.value(gauge, &[]) > 0.0, "{gauge}\n{}", second.text);
             }
             let start = second.value("process_start_time_seconds", &[]);
-            let now = now_ms() as f64 / 1000.0;
+            let now = now_millis() as f64 / 1000.0;
             assert!(
                 start > 1e9 && start <= now + 1.0,
                 "start {start}, now {now}"
@@ -730,7 +710,7 @@ fn write_buffer_pool_is_reported_in_runtime_info_and_metrics() {
             let page = scrape(&m).await;
             assert_eq!(gauge(&page, "available"), 3.0, "{}", page.text);
             assert_eq!(gauge(&page, "total"), 3.0);
-            let r = call(&c, send_request(0, b"pooled".to_vec())).await;
+            let r = call(&c, send_request(PRODUCER, TOPIC, 0, b"pooled".to_vec())).await;
             assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
             assert_eq!(remain_buffers(&c).await, "2");
             let page = scrape(&m).await;

@@ -456,3 +456,99 @@ pub fn create_topic(topic: &str, queues: u32) -> actormq_core::protocol::command
     .with_ext("perm", "6")
     .with_ext("topicFilterType", "SINGLE_TAG")
 }
+
+/// SEND_MESSAGE (10) with the long (V1) header names of Java's `SendMessageRequestHeader`, as
+/// a producer sends it: from producer group `group`, to `topic` queue `queue_id`, the topic
+/// created on first send from TBW102 with 4 queues, no properties. A test changes a field with
+/// `.with_ext(key, value)`, which replaces it in place (the frame's field order stays).
+pub fn send_request(
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    body: impl Into<Vec<u8>>,
+) -> actormq_core::protocol::command::RemotingCommand {
+    actormq_core::protocol::command::RemotingCommand::new_request(
+        actormq_core::protocol::codes::request_code::SEND_MESSAGE,
+    )
+    .with_ext("producerGroup", group)
+    .with_ext("topic", topic)
+    .with_ext("defaultTopic", "TBW102")
+    .with_ext("defaultTopicQueueNums", "4")
+    .with_ext("queueId", queue_id.to_string())
+    .with_ext("sysFlag", "0")
+    .with_ext("bornTimestamp", now_millis().to_string())
+    .with_ext("flag", "0")
+    .with_ext("properties", "")
+    .with_body(body.into())
+}
+
+/// PULL_MESSAGE (11) of up to 32 messages of `topic` queue `queue_id` from `offset` for consumer
+/// group `group`, without the commit or suspend flags: nothing is committed, nothing parks.
+pub fn pull_request(
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> actormq_core::protocol::command::RemotingCommand {
+    actormq_core::protocol::command::RemotingCommand::new_request(
+        actormq_core::protocol::codes::request_code::PULL_MESSAGE,
+    )
+    .with_ext("consumerGroup", group)
+    .with_ext("topic", topic)
+    .with_ext("queueId", queue_id.to_string())
+    .with_ext("queueOffset", offset.to_string())
+    .with_ext("maxMsgNums", "32")
+    .with_ext("sysFlag", "0")
+    .with_ext("commitOffset", "0")
+    .with_ext("suspendTimeoutMillis", "0")
+    .with_ext("subVersion", "0")
+}
+
+/// GET_MAX_OFFSET (30) of `topic` queue `queue_id`; `None` unless answered SUCCESS with an
+/// offset.
+pub async fn max_offset_of(
+    client: &actormq::remoting::client::RemotingClient,
+    topic: &str,
+    queue_id: i32,
+) -> Option<i64> {
+    let req = actormq_core::protocol::command::RemotingCommand::new_request(
+        actormq_core::protocol::codes::request_code::GET_MAX_OFFSET,
+    )
+    .with_ext("topic", topic)
+    .with_ext("queueId", queue_id.to_string());
+    let r = client
+        .invoke(req, Duration::from_secs(5))
+        .await
+        .expect("GET_MAX_OFFSET answered");
+    (r.code == actormq_core::protocol::codes::response_code::SUCCESS)
+        .then(|| r.ext("offset").and_then(|o| o.parse().ok()))
+        .flatten()
+}
+
+/// Waits, polling every 50 ms for at most `limit`, until the slave at `slave` has every queue of
+/// `topic` in `0..queues` up to the max offset the master at `master` has (both read each time:
+/// both dispatch on their own); fails naming the first queue that did not catch up.
+pub async fn wait_caught_up(master: &str, slave: &str, topic: &str, queues: i32, limit: Duration) {
+    use actormq::remoting::client::RemotingClient;
+    let deadline = Instant::now() + limit;
+    let m = RemotingClient::connect(master)
+        .await
+        .expect("connect to the master");
+    let s = RemotingClient::connect(slave)
+        .await
+        .expect("connect to the slave");
+    for q in 0..queues {
+        loop {
+            let want = max_offset_of(&m, topic, q).await;
+            let got = max_offset_of(&s, topic, q).await;
+            if want.is_some() && got == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic} queue {q}: slave max offset {got:?}, master {want:?} after {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
