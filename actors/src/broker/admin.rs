@@ -9,64 +9,36 @@
 //! and GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45) (the tables a slave copies);
 //! it also routes the codes of [`super::admin_store`] and [`super::client_call`].
 //!
-//! Also owns the broker's *live* configuration ([`LiveConfig`]): the `Config` in effect, the
-//! request-path settings derived from it, and the keys changed at runtime, which are written to
-//! `<storePathRootDir>/config/broker.runtime.properties` so a restart keeps them (that file is a
-//! configuration layer between the `-c` file and the environment). And the TPS windows
-//! ([`Rates`]) and put latencies ([`PutLatency`]) behind `putTps`, `getTransferredTps`,
-//! `topicPutTps`, `consumeTps` and `putLatency99`: each connection thread records into its own
-//! [`RateSet`]; [`SharedRates`] sums them when they are reported.
+//! The TPS figures come from [`super::rates`], merged over the connection threads; the
+//! configuration from [`super::live_config`]. UPDATE_AND_CREATE_TOPIC (17) is answered here too.
 //!
-//! Invariants: an update is validated as a whole against the running configuration (same rules
-//! and messages as at startup) before anything changes; a refused update changes nothing. A
-//! reset moves the stored offsets before the online consumers are told, so a consumer that
-//! misses the push still restarts from the new offsets.
+//! Invariants: see [`super::live_config::LiveConfig`] for updates. A reset moves the stored offsets before the
+//! online consumers are told, so a consumer that misses the push still restarts from the new
+//! offsets.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::rc::Rc;
 
-use actormq_core::config::{load_layers, print_config_items, Config, Layer};
-use actormq_core::meta::{self, SubscriptionGroupConfig};
+use actormq_core::config::print_config_items;
+use actormq_core::meta::{self, SubscriptionGroupConfig, TopicConfig};
 use actormq_core::offset::QueueOffset;
 use actormq_core::protocol::admin::{
-    BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, GroupList, OffsetWrapper,
-    ProducerTableInfo, ResetOffsetBody, TopicOffset, TopicStatsTable,
+    ConsumeStats, ConsumeStatsList, GroupList, OffsetWrapper, ProducerTableInfo, ResetOffsetBody,
+    TopicOffset, TopicStatsTable,
 };
 use actormq_core::protocol::body::{parse_java_json, MessageQueue, TopicList};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::*;
 use actormq_core::protocol::version::{version_desc, V3_0_7_SNAPSHOT};
-use actormq_core::store::validate::FORBIDDEN_TOPICS;
-use arc_swap::ArcSwap;
+use actormq_core::store::validate::{check_topic_name, FORBIDDEN_TOPICS};
 
 use super::clients;
+use super::context::{header_or_reply, later, ok, reply, BrokerCore};
+/// Where `updateBrokerConfig` keeps its keys (the binary reads it at startup).
+pub use super::live_config::RUNTIME_FILE;
 use super::metadata;
-use super::processor::{header_or_reply, later, ok, reply, BrokerCore, ProcessorSettings};
 use crate::remoting::server::Handled;
-
-/// Keys an `updateBrokerConfig` changes at once; every other key is stored and applies at the
-/// next start (the reply's remark lists which).
-pub const LIVE_KEYS: &[&str] = &[
-    "autoCreateTopicEnable",
-    "longPollingEnable",
-    "shortPollingTimeMills",
-    "waitTimeMillsInSendQueue",
-    "brokerFastFailureEnable",
-    "rejectTransactionMessage",
-    "maxTransferCountOnMessageInMemory",
-    "maxTransferBytesOnMessageInMemory",
-    "maxTransferCountOnMessageInDisk",
-    "maxTransferBytesOnMessageInDisk",
-    "accessMessageInMemoryMaxRatio",
-    "slaveReadEnable",
-    "offsetCheckInSlave",
-    "maxMsgsNumBatch",
-    "defaultQueryMaxNum",
-    "brokerPermission",
-];
 
 /// The request codes [`BrokerCore::admin`] answers.
 pub const ADMIN_CODES: &[i32] = &[
@@ -130,7 +102,7 @@ pub const FIXED_CONFIG_ITEMS: &[(&str, &str)] = &[
     ("filterServerNums", "0"),
     // The name clients trace to by default; ActorMQ creates no trace topic itself.
     ("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC"),
-    // Every send reply carries TRACE_ON=true (processor.rs, reply.rs).
+    // Every send reply carries TRACE_ON=true (send.rs, reply.rs).
     ("traceOn", "true"),
     // 4.9.4 would create the trace topic at start; ActorMQ never does.
     ("traceTopicEnable", "false"),
@@ -174,295 +146,6 @@ pub fn system_topic_list(cluster: &str, broker_name: &str) -> Vec<String> {
     out
 }
 
-/// The file that keeps runtime updates across restarts.
-pub const RUNTIME_FILE: &str = "broker.runtime.properties";
-
-/// The configuration in effect and what was changed at runtime.
-pub struct LiveConfig {
-    config: ArcSwap<Config>,
-    settings: Arc<ArcSwap<ProcessorSettings>>,
-    runtime_file: PathBuf,
-    /// Serialises updates (admin path only) and holds the keys changed so far.
-    updates: Mutex<Updates>,
-}
-
-struct Updates {
-    keys: BTreeMap<String, String>,
-    version: meta::DataVersion,
-}
-
-impl LiveConfig {
-    pub fn new(config: Config, settings: Arc<ArcSwap<ProcessorSettings>>, now_ms: i64) -> Self {
-        let runtime_file = config.store.config_dir().join(RUNTIME_FILE);
-        // Keys an earlier run stored stay "changed at runtime" so the next update keeps them.
-        let keys = std::fs::read(&runtime_file)
-            .ok()
-            .and_then(|b| {
-                Layer::from_properties_str(
-                    runtime_file.display().to_string(),
-                    &String::from_utf8_lossy(&b),
-                )
-                .ok()
-            })
-            .map(|l| {
-                l.values
-                    .into_iter()
-                    .map(|(k, v)| (k, v.to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut version = meta::DataVersion::default();
-        version.next(now_ms);
-        LiveConfig {
-            config: ArcSwap::from_pointee(config),
-            settings,
-            runtime_file,
-            updates: Mutex::new(Updates { keys, version }),
-        }
-    }
-
-    pub fn config(&self) -> Arc<Config> {
-        self.config.load_full()
-    }
-
-    /// Applies `key=value` lines (Java properties). Returns the keys that only apply at the
-    /// next start, or the reason nothing was changed.
-    pub fn update(&self, body: &str, origin: &str, now_ms: i64) -> Result<Vec<String>, String> {
-        let layer = Layer::from_properties_str(origin, body).map_err(|e| e.to_string())?;
-        if layer.values.is_empty() {
-            return Err("no key=value lines in the request body".into());
-        }
-        let mut u = self.updates.lock().unwrap_or_else(|e| e.into_inner());
-        let current = self.config.load_full();
-        let loaded = load_layers(vec![
-            Layer::from_strings("running configuration", current.to_properties()),
-            layer.clone(),
-        ])
-        .map_err(|e| e.to_string())?;
-        // An update names keys on purpose: a typo or a RocketMQ-only key is an error here, not
-        // a warning as in a file.
-        if let Some(k) = loaded.unknown.first().or(loaded.unsupported.first()) {
-            return Err(format!("{}: {}", k.key, k.hint));
-        }
-        let new_cfg = loaded.config;
-        let new_props = new_cfg.to_properties();
-        // Record the canonical spelling of each changed key with its new value.
-        let mut restart = Vec::new();
-        for key in layer.values.keys() {
-            let canonical = new_props
-                .keys()
-                .find(|k| k.eq_ignore_ascii_case(key))
-                .cloned()
-                .unwrap_or_else(|| key.clone());
-            if let Some(v) = new_props.get(&canonical) {
-                u.keys.insert(canonical.clone(), v.clone());
-            }
-            if !LIVE_KEYS.contains(&canonical.as_str()) {
-                restart.push(canonical);
-            }
-        }
-        let text: String = u.keys.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-        crate::fsutil::write_atomically(&self.runtime_file, text.as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", self.runtime_file.display()))?;
-        let mut settings = ProcessorSettings::from_config(&new_cfg);
-        settings.version_desc = self.settings.load().version_desc.clone();
-        self.settings.store(Arc::new(settings));
-        self.config.store(Arc::new(new_cfg));
-        u.version.next(now_ms);
-        Ok(restart)
-    }
-
-    fn version_json(&self) -> String {
-        let u = self.updates.lock().unwrap_or_else(|e| e.into_inner());
-        serde_json::to_string(&u.version).unwrap_or_default()
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// TPS windows
-
-/// Ten-second slots, an hour of them is more than `putTps`'s 10-minute figure needs.
-const SLOT: Duration = Duration::from_secs(10);
-const SLOTS: usize = 60;
-
-/// `N` slots of `len` each, counting (messages, calls) in `C` (`u32` for the 10-second slots,
-/// which keeps the per-key cost near 1 KiB per connection thread); the slot being filled is
-/// `cur`.
-struct Ring<const N: usize, C = u64> {
-    slots: [(C, C); N],
-    cur: usize,
-    cur_start: Instant,
-    len: Duration,
-}
-
-impl<const N: usize, C> Ring<N, C>
-where
-    C: Copy + Default + Into<u64> + TryFrom<u64>,
-{
-    fn new(now: Instant, len: Duration) -> Self {
-        Ring {
-            slots: [(C::default(), C::default()); N],
-            cur: 0,
-            cur_start: now,
-            len,
-        }
-    }
-
-    fn roll(&mut self, now: Instant) {
-        let mut steps = 0;
-        while now.duration_since(self.cur_start) >= self.len && steps <= N {
-            self.cur = (self.cur + 1) % N;
-            self.slots[self.cur] = (C::default(), C::default());
-            self.cur_start += self.len;
-            steps += 1;
-        }
-        if steps > N {
-            // Idle for longer than the ring: start afresh.
-            self.cur_start = now;
-        }
-    }
-
-    fn add(&mut self, n: u64, now: Instant) {
-        self.roll(now);
-        // Saturating: a u32 slot of 10 s holds 429 M messages a second on one thread.
-        let sat = |c: C, n: u64| C::try_from(c.into().saturating_add(n)).unwrap_or(c);
-        let (v, t) = self.slots[self.cur];
-        self.slots[self.cur] = (sat(v, n), sat(t, 1));
-    }
-
-    /// (messages, calls) of the last `k` slots, the one being filled included when `current`.
-    fn sum(&mut self, k: usize, current: bool, now: Instant) -> (u64, u64) {
-        self.roll(now);
-        let skip = usize::from(!current);
-        let k = k.clamp(1, N - skip);
-        (skip..skip + k)
-            .map(|i| self.slots[(self.cur + N - i) % N])
-            .fold((0, 0), |a, s| (a.0 + s.0.into(), a.1 + s.1.into()))
-    }
-}
-
-/// Message counts of one key: in 10-second slots for TPS over the last 10 s, 1 min and 10 min,
-/// as RocketMQ's `putTps` (`"10s 1min 10min"`), and in 10-minute and hour slots for the hour and
-/// day figures of VIEW_BROKER_STATS_DATA (`statsAll`'s 24-hour counts; RocketMQ samples at the
-/// same steps).
-struct Rate {
-    ten_s: Ring<SLOTS, u32>,
-    ten_min: Ring<7>,
-    hours: Ring<25>,
-}
-
-/// (messages, calls) over the last minute, hour and day of one key (RocketMQ's `StatsSnapshot`
-/// sums). The minute is the last six completed 10-second slots; the hour and the day are the
-/// slot being filled and the completed ones before it that span the window (60–70 minutes, 24–25
-/// hours), so a message is never left out before it is an hour or a day old.
-pub type StatsSums = [(u64, u64); 3];
-
-impl Rate {
-    fn new(now: Instant) -> Rate {
-        Rate {
-            ten_s: Ring::new(now, SLOT),
-            ten_min: Ring::new(now, Duration::from_secs(600)),
-            hours: Ring::new(now, Duration::from_secs(3600)),
-        }
-    }
-
-    fn add(&mut self, n: u64, now: Instant) {
-        self.ten_s.add(n, now);
-        self.ten_min.add(n, now);
-        self.hours.add(n, now);
-    }
-
-    /// Messages per second over the last `n` completed 10-second slots.
-    fn tps(&mut self, n: usize, now: Instant) -> f64 {
-        let n = n.clamp(1, SLOTS - 1);
-        self.ten_s.sum(n, false, now).0 as f64 / (n as f64 * SLOT.as_secs_f64())
-    }
-
-    fn sums(&mut self, now: Instant) -> StatsSums {
-        [
-            self.ten_s.sum(6, false, now),
-            self.ten_min.sum(7, true, now),
-            self.hours.sum(25, true, now),
-        ]
-    }
-}
-
-fn add_sums(a: &mut StatsSums, b: StatsSums) {
-    for (x, y) in a.iter_mut().zip(b) {
-        x.0 += y.0;
-        x.1 += y.1;
-    }
-}
-
-/// Per-key [`Rate`]s, keyed by (a, b): (topic, "") for puts, (group, topic) for gets. Each
-/// connection thread records into its own (the mutex is uncontended on the request path; only an
-/// admin read takes it from another thread).
-#[derive(Default)]
-pub struct Rates {
-    map: Mutex<HashMap<String, HashMap<String, Rate>>>,
-}
-
-impl Rates {
-    pub fn add(&self, a: &str, b: &str, n: u64) {
-        let now = Instant::now();
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if !map.contains_key(a) {
-            map.insert(a.to_owned(), HashMap::new());
-        }
-        let inner = map.get_mut(a).expect("inserted above");
-        if !inner.contains_key(b) {
-            inner.insert(b.to_owned(), Rate::new(now));
-        }
-        inner.get_mut(b).expect("inserted above").add(n, now);
-    }
-
-    /// [`StatsSums`] of (a, b), `b = None` summing every b under a, `a = None` every key; `None`
-    /// when no such key was ever counted (RocketMQ: "the stats not exist").
-    pub fn sums(&self, a: Option<&str>, b: Option<&str>) -> Option<StatsSums> {
-        let now = Instant::now();
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = None;
-        let mut add = |r: &mut Rate| add_sums(out.get_or_insert([(0, 0); 3]), r.sums(now));
-        // One key is looked up, not searched for: the Dashboard asks per topic every minute.
-        let inners: Vec<&mut HashMap<String, Rate>> = match a {
-            Some(a) => map.get_mut(a).into_iter().collect(),
-            None => map.values_mut().collect(),
-        };
-        for inner in inners {
-            match b {
-                Some(b) => inner.get_mut(b).into_iter().for_each(&mut add),
-                None => inner.values_mut().for_each(&mut add),
-            }
-        }
-        out
-    }
-
-    /// TPS of (a, b) over the last `slots` × 10 s; `b = None` sums every b under a.
-    pub fn tps(&self, a: &str, b: Option<&str>, slots: usize) -> f64 {
-        let now = Instant::now();
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(inner) = map.get_mut(a) else {
-            return 0.0;
-        };
-        match b {
-            Some(b) => inner.get_mut(b).map_or(0.0, |r| r.tps(slots, now)),
-            // `+ 0.0`: an empty f64 sum is -0.0, which would print as "-0.00".
-            None => inner.values_mut().map(|r| r.tps(slots, now)).sum::<f64>() + 0.0,
-        }
-    }
-
-    /// Sum over every key: the broker total.
-    pub fn total_tps(&self, slots: usize) -> f64 {
-        let now = Instant::now();
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.values_mut()
-            .flat_map(|m| m.values_mut())
-            .map(|r| r.tps(slots, now))
-            .sum::<f64>()
-            + 0.0
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Handlers
 
@@ -476,10 +159,10 @@ fn mq(topic: &str, broker: &str, queue_id: i32) -> MessageQueue {
 
 impl BrokerCore {
     /// Answers one of [`ADMIN_CODES`].
-    pub fn admin(self: &std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
+    pub fn admin(self: &Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
         match req.code {
             rq::GET_CONSUME_STATS => self.clone().consume_stats(req),
-            rq::GET_TOPIC_STATS_INFO => self.topic_stats(req),
+            rq::GET_TOPIC_STATS_INFO => self.clone().topic_stats(req),
             rq::GET_CONSUMER_CONNECTION_LIST => self.consumer_connection(req),
             rq::DELETE_TOPIC_IN_BROKER => self.clone().delete_topic(req, peer),
             rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => self.update_group(req),
@@ -500,56 +183,12 @@ impl BrokerCore {
             | rq::GET_BROKER_CLUSTER_ACL_CONFIG => Handled::Reply(acl_disabled(&req)),
             rq::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(req),
             rq::GET_ALL_PRODUCER_INFO => self.all_producers(req),
-            rq::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => {
-                let s = self.settings.load();
-                let body = TopicList {
-                    broker_addr: None,
-                    topic_list: system_topic_list(&s.cluster, &s.broker_name),
-                };
-                Handled::Reply(match serde_json::to_vec(&body) {
-                    Ok(b) => ok(&req).with_body(b),
-                    Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
-                })
-            }
+            rq::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => self.system_topics(req),
             rq::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(req),
             rq::GET_BROKER_CONSUME_STATS => self.clone().broker_consume_stats(req),
-            rq::VIEW_BROKER_STATS_DATA => {
-                let h = header_or_reply!(ViewBrokerStatsDataRequestHeader, req);
-                let cluster = self.settings.load().cluster.clone();
-                Handled::Reply(
-                    match self.all_rates.stats(&h.stats_name, &h.stats_key, &cluster) {
-                        Some(d) => match serde_json::to_vec(&d) {
-                            Ok(b) => ok(&req).with_body(b),
-                            Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
-                        },
-                        None => reply(
-                            &req,
-                            rc::SYSTEM_ERROR,
-                            format!("The stats <{}> <{}> not exist", h.stats_name, h.stats_key),
-                        ),
-                    },
-                )
-            }
-            // What a slave copies from its master (RocketMQ's SlaveSynchronize): the tables as
-            // their config files hold them.
-            rq::GET_ALL_CONSUMER_OFFSET => {
-                let meta = self.meta.clone();
-                later(async move {
-                    match meta.send(metadata::GetOffsets).await {
-                        Ok(o) => ok(&req).with_body(meta::to_json(&o).into_bytes()),
-                        Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
-                    }
-                })
-            }
-            rq::GET_ALL_DELAY_OFFSET => {
-                let store = self.store.clone();
-                later(async move {
-                    match store.delay_offsets().await {
-                        Some(d) => ok(&req).with_body(d.to_json().into_bytes()),
-                        None => reply(&req, rc::SYSTEM_ERROR, "No delay offset in this broker"),
-                    }
-                })
-            }
+            rq::VIEW_BROKER_STATS_DATA => self.view_broker_stats(req),
+            rq::GET_ALL_CONSUMER_OFFSET => self.all_consumer_offsets(req),
+            rq::GET_ALL_DELAY_OFFSET => self.all_delay_offsets(req),
             code => Handled::Reply(reply(
                 &req,
                 rc::REQUEST_CODE_NOT_SUPPORTED,
@@ -558,7 +197,63 @@ impl BrokerCore {
         }
     }
 
-    fn consume_stats(self: std::rc::Rc<Self>, req: RemotingCommand) -> Handled {
+    /// GET_SYSTEM_TOPIC_LIST_FROM_BROKER.
+    fn system_topics(&self, req: RemotingCommand) -> Handled {
+        let s = self.settings.load();
+        let body = TopicList {
+            broker_addr: None,
+            topic_list: system_topic_list(&s.cluster, &s.broker_name),
+        };
+        Handled::Reply(match serde_json::to_vec(&body) {
+            Ok(b) => ok(&req).with_body(b),
+            Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+        })
+    }
+
+    /// VIEW_BROKER_STATS_DATA: one stats item, merged over the connection threads.
+    fn view_broker_stats(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(ViewBrokerStatsDataRequestHeader, req);
+        let cluster = self.settings.load().cluster.clone();
+        let rates = self.all_rates.clone();
+        later(async move {
+            match rates.stats(&h.stats_name, &h.stats_key, &cluster).await {
+                Some(d) => match serde_json::to_vec(&d) {
+                    Ok(b) => ok(&req).with_body(b),
+                    Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                },
+                None => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("The stats <{}> <{}> not exist", h.stats_name, h.stats_key),
+                ),
+            }
+        })
+    }
+
+    /// GET_ALL_CONSUMER_OFFSET: what a slave copies from its master (RocketMQ's
+    /// SlaveSynchronize), the table as its config file holds it.
+    fn all_consumer_offsets(&self, req: RemotingCommand) -> Handled {
+        let meta = self.meta.clone();
+        later(async move {
+            match meta.send(metadata::GetOffsets).await {
+                Ok(o) => ok(&req).with_body(meta::to_json(&o).into_bytes()),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
+    }
+
+    /// GET_ALL_DELAY_OFFSET: the delayed-delivery progress a slave copies, as its file holds it.
+    fn all_delay_offsets(&self, req: RemotingCommand) -> Handled {
+        let store = self.store.clone();
+        later(async move {
+            match store.delay_offsets().await {
+                Some(d) => ok(&req).with_body(d.to_json().into_bytes()),
+                None => reply(&req, rc::SYSTEM_ERROR, "No delay offset in this broker"),
+            }
+        })
+    }
+
+    fn consume_stats(self: Rc<Self>, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(GetConsumeStatsRequestHeader, req);
         later(async move {
             let offsets = match self.meta.send(metadata::GetOffsets).await {
@@ -598,6 +293,7 @@ impl BrokerCore {
             topics.sort();
             let broker = self.settings.load().broker_name.clone();
             let mut stats = ConsumeStats::default();
+            let mut counted = Vec::new();
             for topic in &topics {
                 let Some(tc) = self.meta_view.topic(topic) else {
                     continue;
@@ -606,13 +302,16 @@ impl BrokerCore {
                     let o = self.offset_wrapper(&offsets, group, topic, q);
                     stats.offset_table.push((mq(topic, &broker, q), o));
                 }
-                stats.consume_tps += self.all_rates.group_get_tps(group, topic);
+                counted.push((group.to_string(), topic.clone()));
+            }
+            for tps in self.all_rates.group_get_tps(counted).await {
+                stats.consume_tps += tps;
             }
             ok(&req).with_body(stats.to_java_json().into_bytes())
         })
     }
 
-    fn topic_stats(&self, req: RemotingCommand) -> Handled {
+    fn topic_stats(self: Rc<Self>, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(GetTopicStatsInfoRequestHeader, req);
         let Some(tc) = self.meta_view.topic(&h.topic) else {
             return Handled::Reply(reply(
@@ -623,10 +322,7 @@ impl BrokerCore {
         };
         let broker = self.settings.load().broker_name.clone();
         let queues = tc.read_queue_nums.max(tc.write_queue_nums) as i32;
-        let mut t = TopicStatsTable {
-            topic_put_tps: self.all_rates.topic_put_tps(&h.topic),
-            ..Default::default()
-        };
+        let mut t = TopicStatsTable::default();
         for q in 0..queues {
             let min = self.reader.min_offset(&h.topic, q).0 as i64;
             let max = self.reader.max_offset(&h.topic, q).0 as i64;
@@ -646,7 +342,10 @@ impl BrokerCore {
                 },
             ));
         }
-        Handled::Reply(ok(&req).with_body(t.to_java_json().into_bytes()))
+        later(async move {
+            t.topic_put_tps = self.all_rates.topic_put_tps(&h.topic).await;
+            ok(&req).with_body(t.to_java_json().into_bytes())
+        })
     }
 
     /// One queue of a group as GET_CONSUME_STATS reports it: the broker's and the group's
@@ -739,7 +438,7 @@ impl BrokerCore {
     /// RocketMQ's `fetchAllConsumeStatsInBroker`: per group, each topic it has offsets for that
     /// still exists (with `isOrder`, only ordered ones; with online consumers, only topics they
     /// subscribe to), every write queue's broker and consumer offsets, and Σ of the diffs.
-    fn broker_consume_stats(self: std::rc::Rc<Self>, req: RemotingCommand) -> Handled {
+    fn broker_consume_stats(self: Rc<Self>, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(GetConsumeStatsInBrokerHeader, req);
         later(async move {
             let offsets = match self.meta.send(metadata::GetOffsets).await {
@@ -759,6 +458,7 @@ impl BrokerCore {
                 broker_addr: self.store_host.to_string(),
                 ..Default::default()
             };
+            let mut counted = Vec::new();
             for group in self.meta_view.groups().subscription_group_table.keys() {
                 let mut per_topic = Vec::new();
                 let topics = by_group.get(group.as_str()).cloned().unwrap_or_default();
@@ -778,11 +478,17 @@ impl BrokerCore {
                         let o = self.offset_wrapper(&offsets, group, topic, q);
                         stats.offset_table.push((mq(topic, &broker, q), o));
                     }
-                    stats.consume_tps = self.all_rates.group_get_tps(group, topic);
+                    counted.push((group.clone(), topic.to_string()));
                     list.total_diff += stats.total_diff();
                     per_topic.push(stats);
                 }
                 list.consume_stats_list.push((group.clone(), per_topic));
+            }
+            let mut tps = self.all_rates.group_get_tps(counted).await.into_iter();
+            for (_, per_topic) in &mut list.consume_stats_list {
+                for stats in per_topic {
+                    stats.consume_tps = tps.next().unwrap_or(0.0);
+                }
             }
             ok(&req).with_body(list.to_java_json().into_bytes())
         })
@@ -810,7 +516,7 @@ impl BrokerCore {
         })
     }
 
-    fn delete_topic(self: std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
+    fn delete_topic(self: Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
         let h = header_or_reply!(DeleteTopicRequestHeader, req);
         let topic = h.topic.trim().to_string();
         if topic.is_empty() {
@@ -870,6 +576,52 @@ impl BrokerCore {
                 "retention is not running in this broker",
             ))
         }
+    }
+
+    /// UPDATE_AND_CREATE_TOPIC: a topic made or updated (its attributes kept).
+    pub(super) fn create_topic(&self, req: RemotingCommand) -> Handled {
+        let h = header_or_reply!(CreateTopicRequestHeader, req);
+        if let Err(e) = check_topic_name(&h.topic) {
+            return Handled::Reply(reply(&req, rc::INVALID_PARAMETER, e.remark));
+        }
+        if h.read_queue_nums <= 0
+            || h.write_queue_nums <= 0
+            || h.read_queue_nums > 1024
+            || h.write_queue_nums > 1024
+        {
+            return Handled::Reply(reply(
+                &req,
+                rc::INVALID_PARAMETER,
+                "readQueueNums and writeQueueNums must be within 1..=1024",
+            ));
+        }
+        let t = TopicConfig {
+            topic_name: h.topic.clone(),
+            read_queue_nums: h.read_queue_nums as u32,
+            write_queue_nums: h.write_queue_nums as u32,
+            perm: h.perm.clamp(0, 15) as u32,
+            topic_filter_type: if h.topic_filter_type.is_empty() {
+                "SINGLE_TAG".into()
+            } else {
+                h.topic_filter_type.clone()
+            },
+            topic_sys_flag: h.topic_sys_flag.unwrap_or(0).max(0) as u32,
+            order: h.order,
+            // An update keeps the topic's attributes (`metadata::CreateTopic`).
+            attributes: Default::default(),
+        };
+        let meta = self.meta.clone();
+        later(async move {
+            match meta.send(metadata::CreateTopic(t)).await {
+                Ok(Ok(())) => ok(&req),
+                Ok(Err(e)) => reply(
+                    &req,
+                    rc::SYSTEM_ERROR,
+                    format!("cannot write topics.json: {e}"),
+                ),
+                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            }
+        })
     }
 
     fn update_group(&self, req: RemotingCommand) -> Handled {
@@ -1022,7 +774,7 @@ impl BrokerCore {
     /// table. Unlike 4.9.4, which leaves the stored offsets to the consumers' next commit, the
     /// offsets are stored first (the module's invariant). A 5.x-style `queueId` with `offset`
     /// resets that one queue to that offset.
-    fn reset_offset(self: std::rc::Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
+    fn reset_offset(self: Rc<Self>, req: RemotingCommand, peer: &str) -> Handled {
         let h = header_or_reply!(ResetOffsetRequestHeader, req);
         let Some(tc) = self.meta_view.topic(&h.topic) else {
             return Handled::Reply(reply(
@@ -1042,112 +794,153 @@ impl BrokerCore {
         let for_c = req.language == actormq_core::protocol::command::LanguageCode::Cpp;
         tracing::info!(topic = %h.topic, group = %h.group, timestamp = h.timestamp, force = h.is_force, caller = %peer, "resetting consumer offsets");
         later(async move {
-            let offsets = match self.meta.send(metadata::GetOffsets).await {
-                Ok(o) => o,
-                Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            let body = match self.reset_targets(&h, queues).await {
+                Ok(body) => body,
+                Err((code, remark)) => return reply(&req, code, remark),
             };
-            let broker = self.settings.load().broker_name.clone();
-            let mut body = ResetOffsetBody::default();
-            for q in queues {
-                let Some(current) = offsets.get(&h.topic, &h.group, q) else {
-                    return reply(
-                        &req,
-                        rc::SYSTEM_ERROR,
-                        format!("THe consumer group <{}> not exist", h.group),
-                    );
-                };
-                let max = self.reader.max_offset(&h.topic, q).0 as i64;
-                let target = match h.offset.filter(|o| *o >= 0 && h.queue_id >= 0) {
-                    Some(o) => {
-                        let min = self.reader.min_offset(&h.topic, q).0 as i64;
-                        if o < min || o > max {
-                            return reply(
-                                &req,
-                                rc::SYSTEM_ERROR,
-                                format!(
-                                    "Target offset {o} not in consume queue range [{min}-{max}]"
-                                ),
-                            );
-                        }
-                        o
-                    }
-                    None if h.timestamp == -1 => max,
-                    None => self.reader.offset_by_time(&h.topic, q, h.timestamp).0 as i64,
-                };
-                // Never moves a group forwards past where it is, unless forced.
-                let target = target.max(0);
-                let offset = if h.is_force || target < current {
-                    target
-                } else {
-                    current
-                };
-                body.offset_table.push((mq(&h.topic, &broker, q), offset));
+            if let Err((code, remark)) = self.consumers_can_reset(&h).await {
+                return reply(&req, code, remark);
             }
-            let versions = self
-                .clients
-                .send(clients::ConsumerVersions {
-                    group: h.group.clone(),
-                })
-                .await
-                .unwrap_or_default();
-            if versions.is_empty() {
-                let e = format!(
-                    "Consumer not online, so can not reset offset, Group: {} Topic: {} Timestamp: {}",
-                    h.group, h.topic, h.timestamp
-                );
-                tracing::warn!("{e}");
-                return reply(&req, rc::CONSUMER_NOT_ONLINE, e);
-            }
-            if let Some(old) = versions.into_iter().find(|v| *v < V3_0_7_SNAPSHOT) {
-                return reply(
-                    &req,
-                    rc::SYSTEM_ERROR,
-                    format!(
-                        "the client does not support this feature. version={}",
-                        version_desc(old)
-                    ),
-                );
-            }
-            for (mq, offset) in &body.offset_table {
-                let m = metadata::CommitOffset {
-                    group: h.group.clone(),
-                    topic: h.topic.clone(),
-                    queue_id: mq.queue_id,
-                    offset: *offset,
-                };
-                if let Err(e) = self.meta.send(m).await {
-                    return reply(&req, rc::SYSTEM_ERROR, e.to_string());
-                }
+            if let Err(e) = self.commit_reset(&h, &body).await {
+                return reply(&req, rc::SYSTEM_ERROR, e);
             }
             let json = body.to_java_json();
-            let push_body = if for_c {
-                body.to_java_json_for_c()
-            } else {
-                json.clone()
-            };
-            let push = RemotingCommand::new_request(rq::RESET_CONSUMER_CLIENT_OFFSET)
-                .with_ext_fields(
-                    ResetOffsetRequestHeader {
-                        offset: None,
-                        queue_id: -1,
-                        is_force: false,
-                        ..h.clone()
-                    }
-                    .to_ext_fields(),
-                )
-                .with_body(push_body.into_bytes())
-                .with_oneway();
-            let told = self
-                .clients
-                .send(clients::PushToGroup {
-                    group: h.group.clone(),
-                    cmd: push,
-                })
-                .await
-                .unwrap_or(0);
+            let told = self.push_reset(&h, &body, for_c).await;
             tracing::info!(topic = %h.topic, group = %h.group, queues = body.offset_table.len(), consumers_told = told, "consumer offsets reset");
             ok(&req).with_body(json.into_bytes())
         })
+    }
+
+    /// Each queue's new offset: `offset` for a 5.x-style one-queue reset (within the queue's
+    /// range), else the queue's end for timestamp -1 or the offset at the timestamp; never
+    /// forwards past where the group is unless forced. Fails for a queue the group has no offset
+    /// in.
+    async fn reset_targets(
+        &self,
+        h: &ResetOffsetRequestHeader,
+        queues: Vec<i32>,
+    ) -> Result<ResetOffsetBody, (i32, String)> {
+        let offsets = self
+            .meta
+            .send(metadata::GetOffsets)
+            .await
+            .map_err(|e| (rc::SYSTEM_ERROR, e.to_string()))?;
+        let broker = self.settings.load().broker_name.clone();
+        let mut body = ResetOffsetBody::default();
+        for q in queues {
+            let Some(current) = offsets.get(&h.topic, &h.group, q) else {
+                return Err((
+                    rc::SYSTEM_ERROR,
+                    format!("THe consumer group <{}> not exist", h.group),
+                ));
+            };
+            let max = self.reader.max_offset(&h.topic, q).0 as i64;
+            let target = match h.offset.filter(|o| *o >= 0 && h.queue_id >= 0) {
+                Some(o) => {
+                    let min = self.reader.min_offset(&h.topic, q).0 as i64;
+                    if o < min || o > max {
+                        return Err((
+                            rc::SYSTEM_ERROR,
+                            format!("Target offset {o} not in consume queue range [{min}-{max}]"),
+                        ));
+                    }
+                    o
+                }
+                None if h.timestamp == -1 => max,
+                None => self.reader.offset_by_time(&h.topic, q, h.timestamp).0 as i64,
+            };
+            // Never moves a group forwards past where it is, unless forced.
+            let target = target.max(0);
+            let offset = if h.is_force || target < current {
+                target
+            } else {
+                current
+            };
+            body.offset_table.push((mq(&h.topic, &broker, q), offset));
+        }
+        Ok(body)
+    }
+
+    /// CONSUMER_NOT_ONLINE with no consumer of the group online (mqadmin then resets by
+    /// UPDATE_CONSUMER_OFFSET itself), SYSTEM_ERROR if one predates V3_0_7_SNAPSHOT.
+    async fn consumers_can_reset(&self, h: &ResetOffsetRequestHeader) -> Result<(), (i32, String)> {
+        let versions = self
+            .clients
+            .send(clients::ConsumerVersions {
+                group: h.group.clone(),
+            })
+            .await
+            .unwrap_or_default();
+        if versions.is_empty() {
+            let e = format!(
+                "Consumer not online, so can not reset offset, Group: {} Topic: {} Timestamp: {}",
+                h.group, h.topic, h.timestamp
+            );
+            tracing::warn!("{e}");
+            return Err((rc::CONSUMER_NOT_ONLINE, e));
+        }
+        match versions.into_iter().find(|v| *v < V3_0_7_SNAPSHOT) {
+            Some(old) => Err((
+                rc::SYSTEM_ERROR,
+                format!(
+                    "the client does not support this feature. version={}",
+                    version_desc(old)
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Stores the new offsets (before the consumers are told: the module's invariant).
+    async fn commit_reset(
+        &self,
+        h: &ResetOffsetRequestHeader,
+        body: &ResetOffsetBody,
+    ) -> Result<(), String> {
+        for (mq, offset) in &body.offset_table {
+            let m = metadata::CommitOffset {
+                group: h.group.clone(),
+                topic: h.topic.clone(),
+                queue_id: mq.queue_id,
+                offset: *offset,
+            };
+            self.meta.send(m).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// RESET_CONSUMER_CLIENT_OFFSET, one-way, to every consumer of the group
+    /// (`ResetOffsetBodyForC` for a CPP caller); how many were told.
+    async fn push_reset(
+        &self,
+        h: &ResetOffsetRequestHeader,
+        body: &ResetOffsetBody,
+        for_c: bool,
+    ) -> usize {
+        let push_body = if for_c {
+            body.to_java_json_for_c()
+        } else {
+            body.to_java_json()
+        };
+        let push = RemotingCommand::new_request(rq::RESET_CONSUMER_CLIENT_OFFSET)
+            .with_ext_fields(
+                ResetOffsetRequestHeader {
+                    offset: None,
+                    queue_id: -1,
+                    is_force: false,
+                    ..h.clone()
+                }
+                .to_ext_fields(),
+            )
+            .with_body(push_body.into_bytes())
+            .with_oneway();
+        self.clients
+            .send(clients::PushToGroup {
+                group: h.group.clone(),
+                cmd: push,
+            })
+            .await
+            .unwrap_or(0)
     }
 
     fn clock_ms(&self) -> i64 {
@@ -1165,221 +958,9 @@ fn is_system_topic(topic: &str) -> bool {
         || topic.starts_with("RMQ_SYS_")
 }
 
-/// Put and get TPS windows of one connection thread, and its put latencies.
-#[derive(Default)]
-pub struct RateSet {
-    /// (topic, "").
-    pub put: Rates,
-    /// (group, topic).
-    pub get: Rates,
-    pub put_latency: PutLatency,
-}
-
-/// Time from a SEND's arrival to its reply (stored, and flushed in SYNC_FLUSH), for the runtime
-/// keys `putLatency99`, `putLatency999` and `putMessageEntireTimeMax` (`putMessageDistributeTime`,
-/// the last minute's, is [`super::store_stats::StoreStats`]').
-pub struct PutLatency(Mutex<hdrhistogram::Histogram<u64>>);
-
-impl Default for PutLatency {
-    fn default() -> Self {
-        // Microseconds up to an hour, 2 significant digits: ~10 KiB, constant-time record.
-        PutLatency(Mutex::new(
-            hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
-        ))
-    }
-}
-
-impl PutLatency {
-    pub fn record(&self, d: Duration) {
-        let us = (d.as_micros() as u64).max(1);
-        let _ = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(us.min(3_600_000_000));
-    }
-
-    /// Records several latencies under one lock (a batch of SENDs).
-    pub fn record_each(&self, ds: impl Iterator<Item = Duration>) {
-        let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for d in ds {
-            let _ = h.record((d.as_micros() as u64).clamp(1, 3_600_000_000));
-        }
-    }
-
-    fn add_to(&self, into: &mut hdrhistogram::Histogram<u64>) {
-        let _ = into.add(&*self.0.lock().unwrap_or_else(|e| e.into_inner()));
-    }
-
-    /// The runtime keys, in RocketMQ's units (milliseconds).
-    pub fn fill(&self, t: &mut BTreeMap<String, String>) {
-        let h = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        fill_latency(&h, t);
-    }
-}
-
-fn fill_latency(h: &hdrhistogram::Histogram<u64>, t: &mut BTreeMap<String, String>) {
-    let ms = |us: u64| us as f64 / 1000.0;
-    t.insert(
-        "putLatency99".into(),
-        format!("{:.2}", ms(h.value_at_quantile(0.99))),
-    );
-    t.insert(
-        "putLatency999".into(),
-        format!("{:.2}", ms(h.value_at_quantile(0.999))),
-    );
-    t.insert(
-        "putMessageEntireTimeMax".into(),
-        (h.max() / 1000).to_string(),
-    );
-}
-
-/// Every connection thread's [`RateSet`], for the figures that report the broker as a whole.
-#[derive(Default)]
-pub struct SharedRates {
-    threads: Mutex<Vec<Arc<RateSet>>>,
-}
-
-impl SharedRates {
-    /// A new thread's own set, registered for the totals.
-    pub fn for_thread(&self) -> Arc<RateSet> {
-        let r = Arc::new(RateSet::default());
-        self.threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(r.clone());
-        r
-    }
-
-    fn each(&self) -> Vec<Arc<RateSet>> {
-        self.threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Put TPS of a topic over the last 10 s.
-    pub fn topic_put_tps(&self, topic: &str) -> f64 {
-        self.each()
-            .iter()
-            .map(|r| r.put.tps(topic, None, 1))
-            .sum::<f64>()
-            + 0.0
-    }
-
-    /// VIEW_BROKER_STATS_DATA: the stats item `name` of `key`, over every thread; `None` when it
-    /// does not exist (an unknown name, or nothing counted for the key yet). `cluster` is the
-    /// key of the broker-wide items, as in RocketMQ.
-    pub fn stats(&self, name: &str, key: &str, cluster: &str) -> Option<BrokerStatsData> {
-        let each = self.each();
-        let sums = |pick: &dyn Fn(&RateSet) -> Option<StatsSums>| {
-            each.iter().filter_map(|r| pick(r)).reduce(|mut a, b| {
-                add_sums(&mut a, b);
-                a
-            })
-        };
-        let s = match name {
-            "TOPIC_PUT_NUMS" => sums(&|r| r.put.sums(Some(key), None)),
-            "GROUP_GET_NUMS" => {
-                let (topic, group) = key.split_once('@')?;
-                sums(&|r| r.get.sums(Some(group), Some(topic)))
-            }
-            "BROKER_PUT_NUMS" if key == cluster => sums(&|r| r.put.sums(None, None)),
-            "BROKER_GET_NUMS" if key == cluster => sums(&|r| r.get.sums(None, None)),
-            _ => None,
-        }?;
-        Some(BrokerStatsData {
-            stats_minute: BrokerStatsItem::of(s[0].0, s[0].1, 60.0),
-            stats_hour: BrokerStatsItem::of(s[1].0, s[1].1, 3_600.0),
-            stats_day: BrokerStatsItem::of(s[2].0, s[2].1, 86_400.0),
-        })
-    }
-
-    /// Get TPS of (group, topic) over the last minute (RocketMQ's `tpsGroupGetNums`, the
-    /// `consumeTps` of GET_CONSUME_STATS and GET_BROKER_CONSUME_STATS).
-    pub fn group_get_tps(&self, group: &str, topic: &str) -> f64 {
-        self.each()
-            .iter()
-            .map(|r| r.get.tps(group, Some(topic), 6))
-            .sum::<f64>()
-            + 0.0
-    }
-
-    /// RocketMQ's `"%.2f %.2f %.2f"` of the whole broker's 10 s, 1 min and 10 min TPS.
-    pub fn java_tps_string(&self, gets: bool) -> String {
-        let each = self.each();
-        let total = |slots: usize| {
-            each.iter()
-                .map(|r| {
-                    if gets {
-                        r.get.total_tps(slots)
-                    } else {
-                        r.put.total_tps(slots)
-                    }
-                })
-                .sum::<f64>()
-                + 0.0
-        };
-        format!("{:.2} {:.2} {:.2}", total(1), total(6), total(59))
-    }
-
-    /// `putLatency99`, … over every thread's SENDs.
-    pub fn fill_put_latency(&self, t: &mut BTreeMap<String, String>) {
-        let mut all = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 2)
-            .expect("valid bounds");
-        for r in self.each() {
-            r.put_latency.add_to(&mut all);
-        }
-        fill_latency(&all, t);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rates_count_in_ten_second_slots() {
-        let t0 = Instant::now();
-        let mut r = Rate::new(t0);
-        r.add(100, t0);
-        // Still in the first slot: nothing completed yet.
-        assert_eq!(r.tps(1, t0 + Duration::from_secs(5)), 0.0);
-        assert_eq!(r.tps(1, t0 + Duration::from_secs(10)), 10.0);
-        assert_eq!(r.tps(6, t0 + Duration::from_secs(10)), 100.0 / 60.0);
-        // After more than the ring, everything has aged out.
-        assert_eq!(r.tps(59, t0 + Duration::from_secs(3600)), 0.0);
-    }
-
-    /// The minute of VIEW_BROKER_STATS_DATA counts the last six completed 10-second slots; the
-    /// hour and day count every minute and hour slot in reach, the current one included.
-    #[test]
-    fn stats_sums_cover_the_last_minute_hour_and_day() {
-        let t0 = Instant::now();
-        let mut r = Rate::new(t0);
-        r.add(100, t0);
-        r.add(20, t0 + Duration::from_secs(15));
-        r.add(50, t0 + Duration::from_secs(70));
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        assert_eq!(r.sums(at(75)), [(20, 1), (170, 3), (170, 3)]);
-        // Two hours on: only the day still holds them.
-        assert_eq!(r.sums(at(7_300)), [(0, 0), (0, 0), (170, 3)]);
-        // A day and more on: nothing.
-        assert_eq!(r.sums(at(90_000)), [(0, 0); 3]);
-        let item = BrokerStatsItem::of(170, 3, 3_600.0);
-        assert_eq!((item.sum, item.avgpt), (170, 170.0 / 3.0));
-    }
-
-    #[test]
-    fn put_latency_fills_rocketmq_keys() {
-        let p = PutLatency::default();
-        for ms in [1u64, 2, 3, 20, 700] {
-            p.record(Duration::from_millis(ms));
-        }
-        let mut t = BTreeMap::new();
-        p.fill(&mut t);
-        assert_eq!(t["putMessageEntireTimeMax"], "700");
-    }
 
     #[test]
     fn system_topics_are_protected() {

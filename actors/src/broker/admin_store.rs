@@ -25,8 +25,8 @@ use actormq_core::protocol::header::{
     DeleteSubscriptionGroupRequestHeader, QueryConsumeQueueRequestHeader,
 };
 
+use super::context::{header_or_reply, later, ok, reply, BrokerCore};
 use super::metadata::DeleteGroup;
-use super::processor::{header_or_reply, later, ok, reply, BrokerCore};
 use crate::remoting::server::Handled;
 
 /// Topics whose queues CLEAN_UNUSED_TOPIC keeps though `topics.json` does not name them

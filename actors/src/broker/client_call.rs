@@ -46,7 +46,7 @@ use actormq_core::protocol::header::{
 use actormq_core::protocol::version::{version_desc, V3_0_7_SNAPSHOT};
 
 use super::clients;
-use super::processor::{header_or_reply, later, reply, BrokerCore};
+use super::context::{header_or_reply, later, reply, BrokerCore};
 use crate::remoting::server::{Call, Handled};
 
 /// How long the broker waits for a client's response (RocketMQ's `Broker2Client.callClient`).

@@ -107,8 +107,8 @@ fn load_json<T: Default + for<'de> serde::Deserialize<'de>>(path: &Path) -> std:
 
 impl Metadata {
     /// Loads `topics.json`, `subscriptionGroup.json`, `consumerOffset.json` from `dir` (each
-    /// falling back to its `.bak`; neither = empty) and adds the broker's default topics (spec
-    /// §12).
+    /// falling back to its `.bak`; neither = empty) and adds the broker's default topics (as RocketMQ's
+    /// TopicConfigManager does at start).
     pub fn load(
         dir: PathBuf,
         settings: MetaSettings,

@@ -1,5 +1,5 @@
 //! `Registrar` (actor `namesrv_registrar`): keeps this broker registered with every name server
-//! (spec §12), as RocketMQ's `BrokerController.registerBrokerAll` does.
+//! as RocketMQ's `BrokerController.registerBrokerAll` does.
 //!
 //! Owns one [`RemotingClient`] per name server address and that server's registration status.
 //! In: its own period tick, [`RegisterNow`] (a topic was created; optionally with a waiter),

@@ -31,7 +31,7 @@ use actormq_core::protocol::header::{ReplyMessageRequestHeader, SendMessageReque
 
 use super::client_call::{call_client, CallOutcome, CALL_CLIENT_TIMEOUT};
 use super::clients;
-use super::processor::{later, reply, BrokerCore};
+use super::context::{later, reply, BrokerCore};
 use crate::remoting::server::{ConnInfo, Handled};
 
 impl BrokerCore {

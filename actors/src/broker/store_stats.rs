@@ -13,6 +13,10 @@
 //! of its end, as RocketMQ's), without a sampling thread. Shared by every connection thread
 //! (atomics only; recording is one `fetch_update` per counter and SEND batch or PULL).
 //!
+//! [`Stats`] holds them with the request path's plain counters (messages and bytes put and got),
+//! one `Arc` for every connection thread; its only writers are the request handlers, its readers
+//! GET_BROKER_RUNTIME_INFO and `/metrics`. No messages in or out.
+//!
 //! Values are printed as Java's `Double.toString` prints them ([`java_double`]): mqadmin and
 //! the Dashboard parse them, and `brokerStatus` shows them as they are.
 
@@ -317,6 +321,47 @@ impl StoreStats {
         );
         // RocketMQ 4.9.4 never sets it (StoreStatsService.setDispatchMaxBuffer has no caller).
         put("dispatchMaxBuffer", "0".to_string());
+    }
+}
+
+/// A counter shared by the connection threads (relaxed: it is only reported).
+#[derive(Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The request path's counters, shared by every connection thread: messages and bytes put and
+/// got (the runtime keys `msgPutTotalTodayNow`, `msgGetTotalTodayNow`), RocketMQ's
+/// StoreStatsService figures, and the seed of the queue choice for SENDs to queue -1.
+#[derive(Default)]
+pub struct Stats {
+    pub put_msgs: Counter,
+    pub put_bytes: Counter,
+    pub got_msgs: Counter,
+    pub got_bytes: Counter,
+    /// RocketMQ's StoreStatsService figures (GET_BROKER_RUNTIME_INFO).
+    pub store: StoreStats,
+    seq: AtomicU64,
+}
+
+impl Stats {
+    pub fn add(c: &Counter, n: u64) {
+        c.0.fetch_add(n, Ordering::Relaxed);
+    }
+    /// A cheap pseudo-random number (queue choice when a client asks for queue -1): a Weyl
+    /// sequence through a 64-bit mix, so concurrent threads need only one atomic add.
+    pub fn next(&self) -> u64 {
+        let mut z = self
+            .seq
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) >> 1
     }
 }
 

@@ -13,7 +13,7 @@ use actormq_core::clock::SystemClock;
 use actormq_core::config::{load_layers, Layer};
 use anyhow::Context as _;
 
-use super::{start, BrokerOptions};
+use super::wiring::{start, BrokerOptions};
 
 pub struct TestBroker {
     /// `127.0.0.1:<port>` of the embedded name server.
