@@ -277,9 +277,7 @@ impl Store {
         check_send_topic(&msg.topic)?;
         rewrite_for_delay(&mut msg, self.params.delay_levels_ms.len());
         let waits = self.params.broker_role == BrokerRole::SyncMaster && writer::waits(&msg);
-        let mut ok = self
-            .writer
-            .send(AppendMessage(msg))
+        let mut ok = writer::append(&self.writer, AppendMessage(msg))
             .await
             .map_err(unavailable)??;
         if waits {
@@ -370,8 +368,8 @@ impl Store {
             let (now_at, now): (Vec<usize>, Vec<NewMessage>) = now.into_iter().unzip();
             let (later_at, later): (Vec<usize>, Vec<NewMessage>) = later.into_iter().unzip();
             let (a, b) = tokio::join!(
-                self.writer.send(AppendBatch(now)),
-                self.writer.send(AppendBatch(later))
+                writer::append(&self.writer, AppendBatch(now)),
+                writer::append(&self.writer, AppendBatch(later))
             );
             let mut slots: Vec<Option<Result<AppendOk, PutError>>> =
                 (0..count).map(|_| None).collect();
@@ -390,7 +388,7 @@ impl Store {
                 .collect::<Vec<_>>()
                 .into_iter()
         } else {
-            match self.writer.send(AppendBatch(pass)).await {
+            match writer::append(&self.writer, AppendBatch(pass)).await {
                 Ok(r) => r.into_iter(),
                 Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
             }
@@ -446,9 +444,7 @@ impl Store {
         }
         let waits = self.params.broker_role == BrokerRole::SyncMaster
             && msgs.first().is_some_and(writer::waits);
-        let (mut ok, offsets) = self
-            .writer
-            .send(AppendProducerBatch(msgs))
+        let (mut ok, offsets) = writer::append(&self.writer, AppendProducerBatch(msgs))
             .await
             .map_err(unavailable)??;
         if waits {
