@@ -10,7 +10,10 @@
 //!   small async client.
 //! * [`broker`] — broker start/stop, request processing, metadata, client registry, long polling,
 //!   name-server registration, and `TestBroker` for end-to-end tests.
-//! * [`ha`] — master/slave replication: the master's HA port, the slave's client.
+//! * [`store::ha`] — master/slave replication, part of the store as in RocketMQ
+//!   (`org.apache.rocketmq.store.ha`): the master's HA port, the slave's client.
+//! * [`wake`] — the coalesced wake every actor uses to nudge another without flooding its
+//!   mailbox.
 //! * [`namesrv`] — the name server's route registry and request processing; [`namesrv::config`]
 //!   its configuration table, [`namesrv::kv`] its KV config table (`kvConfig.json`).
 //! * [`tools`] — not the runtime (which never imports it): `actormq admin` (mqadmin's commands
@@ -18,7 +21,6 @@
 
 pub mod broker;
 pub mod fsutil;
-pub mod ha;
 pub mod metered;
 pub mod metrics;
 pub mod namesrv;
@@ -26,3 +28,4 @@ pub mod proc_stat;
 pub mod remoting;
 pub mod store;
 pub mod tools;
+pub mod wake;

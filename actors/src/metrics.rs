@@ -546,7 +546,7 @@ pub struct ScrapeSources {
     /// The write-buffer pool, when `transientStorePoolEnable` is effective.
     pub pool: Option<Arc<actormq_core::store::transient_pool::TransientStorePool>>,
     /// A master's replication state (none on a slave).
-    pub ha: Option<Arc<crate::ha::HaState>>,
+    pub ha: Option<Arc<crate::store::ha::HaState>>,
 }
 
 /// Bytes used on the file system holding `path` (total − free, as Java's

@@ -489,16 +489,16 @@ fn start_replication(
 ) -> actix::Arbiter {
     let ha_arb = actix::Arbiter::new();
     crate::metered::name_thread(&ha_arb.handle(), "ha");
-    let ha_params = crate::ha::HaParams::from_config(&cfg.store);
+    let ha_params = crate::store::ha::HaParams::from_config(&cfg.store);
     match ha_listener {
         Some(l) => {
             let (view, state) = (store.reader().commit_log().clone(), store.ha().clone());
-            ha_arb.spawn(crate::ha::serve_master(l, view, state, ha_params));
+            ha_arb.spawn(crate::store::ha::serve_master(l, view, state, ha_params));
         }
         None => {
-            let addr: crate::ha::MasterAddr =
+            let addr: crate::store::ha::MasterAddr =
                 Arc::new(move || master_ha.load_full().map(|a| (*a).clone()));
-            ha_arb.spawn(crate::ha::run_slave(store.clone(), addr, ha_params));
+            ha_arb.spawn(crate::store::ha::run_slave(store.clone(), addr, ha_params));
         }
     }
     ha_arb

@@ -29,8 +29,8 @@ use actix::prelude::*;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 
 use super::state::StoreState;
-use super::wake::Waker;
 use crate::metered::{Metered, Serve, Service};
+use crate::wake::Waker;
 
 /// Commit now (coalesced wake-up; see [`Waker`]).
 pub struct CommitWake;
@@ -197,7 +197,7 @@ impl Service for Committer {
 impl Serve<CommitWake> for Committer {
     type Reply = ();
     fn serve(&mut self, _: CommitWake, _: &mut Context<Metered<Self>>) {
-        super::wake::clear(&self.woken);
+        crate::wake::clear(&self.woken);
         self.step();
     }
 }

@@ -89,7 +89,7 @@ pub struct FlushCore {
     failed: Option<(std::io::ErrorKind, String)>,
     /// Woken after each commit this core makes (`CommitMode::CommitFirst`): the master's HA
     /// connections, which send committed bytes.
-    after_commit: Option<super::wake::Waker>,
+    after_commit: Option<crate::wake::Waker>,
 }
 
 /// Disk-space guard (RocketMQ's `diskSpaceWarningLevelRatio`): over `warning_pct` used, the store
@@ -238,7 +238,7 @@ impl FlushCore {
     }
 
     /// Wakes `w` after each commit (see the field).
-    pub fn waking_after_commit(mut self, w: super::wake::Waker) -> Self {
+    pub fn waking_after_commit(mut self, w: crate::wake::Waker) -> Self {
         self.after_commit = Some(w);
         self
     }
@@ -452,7 +452,7 @@ impl Service for Flusher {
 impl Serve<FlushWake> for Flusher {
     type Reply = ();
     fn serve(&mut self, _: FlushWake, _: &mut Context<Metered<Self>>) {
-        super::wake::clear(&self.woken);
+        crate::wake::clear(&self.woken);
         if !self.timed {
             self.step();
         }

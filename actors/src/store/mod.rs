@@ -19,7 +19,7 @@
 //! flush never stalls the process with write-protect faults and TLB shootdowns.
 //!
 //! Roles (`brokerRole`): a master's writer, committer or group committer wakes the HA connections
-//! (`crate::ha`) when new bytes are readable, and SYNC_MASTER's `put*` wait for a slave's ack
+//! (`crate::store::ha`) when new bytes are readable, and SYNC_MASTER's `put*` wait for a slave's ack
 //! (`slaveTimeout`). A slave's writer takes only its master's bytes (`append_replicated`): no
 //! write rings or buffers, no file made ahead before the first transfer, no delayed delivery,
 //! SYNC_FLUSH run as a 10 ms background flush.
@@ -48,6 +48,7 @@ pub mod coalesce;
 pub mod committer;
 pub mod cq_builder;
 pub mod flusher;
+pub mod ha;
 pub mod index_builder;
 mod params;
 mod recover;
@@ -56,7 +57,6 @@ pub mod schedule;
 mod shutdown;
 pub mod state;
 mod system;
-pub mod wake;
 pub mod writer;
 
 use std::sync::atomic::Ordering;
@@ -164,7 +164,7 @@ pub struct Store {
     state: Arc<StoreState>,
     /// Replication: what the master's slaves acknowledged (SYNC_MASTER waits on it) and the
     /// wake for its HA connections.
-    ha: Arc<crate::ha::HaState>,
+    ha: Arc<crate::store::ha::HaState>,
     /// Taken (emptied) by `shutdown`. A mutex only so that `Store` is `Sync` (connection threads
     /// share it); it is touched once, at shutdown.
     arbiters: std::sync::Mutex<Vec<Arbiter>>,
@@ -288,7 +288,7 @@ impl Store {
     }
 
     /// SYNC_MASTER: whether a slave holds the bytes up to `end` (see
-    /// [`crate::ha::HaState::wait_replicated`]); [`merged`] into the appends' status.
+    /// [`crate::store::ha::HaState::wait_replicated`]); [`merged`] into the appends' status.
     async fn replicated(&self, end: u64) -> PutStatus {
         self.ha
             .wait_replicated(
@@ -300,7 +300,7 @@ impl Store {
     }
 
     /// Replication state (what the slaves acknowledged), for the HA service and metrics.
-    pub fn ha(&self) -> &Arc<crate::ha::HaState> {
+    pub fn ha(&self) -> &Arc<crate::store::ha::HaState> {
         &self.ha
     }
 

@@ -257,7 +257,7 @@ impl Service for ReputDispatcher {
 impl Serve<Wake> for ReputDispatcher {
     type Reply = ();
     fn serve(&mut self, _: Wake, ctx: &mut Context<Metered<Self>>) {
-        super::wake::clear(&self.woken);
+        crate::wake::clear(&self.woken);
         self.pump(ctx);
     }
 }

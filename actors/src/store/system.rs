@@ -37,11 +37,11 @@ use super::recover::{Findings, Recovered};
 use super::reput::{ReputDispatcher, Wake};
 use super::schedule::ScheduleDelivery;
 use super::state::StoreState;
-use super::wake::Waker;
 use super::writer::CommitLogWriter;
 use super::{OpenReport, Store, StoreParams};
-use crate::ha::HaState;
 use crate::metered::{start_on, start_with, ActorRef, Service};
+use crate::store::ha::HaState;
+use crate::wake::Waker;
 
 /// Write rings when `transientStorePoolEnable` is off: one for the file being written, one for
 /// the next (taken at the roll, before the old one is committed and given back), one spare.

@@ -40,8 +40,8 @@ use super::allocator::{AllocateNext, MappedFileAllocator};
 use super::committer::commit_all;
 use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, GroupCommitter};
 use super::state::StoreState;
-use super::wake::Waker;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
+use crate::wake::Waker;
 use actormq_core::store::status::PutStatus;
 
 /// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —

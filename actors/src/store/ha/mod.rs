@@ -64,7 +64,7 @@ mod tests {
 
     use super::messages::{Ack, Attach};
     use super::*;
-    use crate::store::wake::Waker;
+    use crate::wake::Waker;
 
     /// A slave attached to `state`'s master, without a socket.
     async fn attach(state: &HaState) {

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use super::messages::{Ack, Attach, Close, DataReady, Detach, WaitReplicated};
 use crate::metered::{start_on, ActorRef, Metered, Serve, Service};
-use crate::store::wake::{self, Waker};
+use crate::wake::{self, Waker};
 
 /// What the store, the broker and `/metrics` hold of a master's replication.
 pub struct HaState {

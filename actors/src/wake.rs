@@ -1,7 +1,7 @@
-//! `Waker`: a coalesced wake-up of another store actor — at most one wake message sits in the
+//! `Waker`: a coalesced wake-up of another actor — at most one wake message sits in the
 //! target's mailbox at a time, so a burst of appends costs the target one handler run, and the
 //! sender never waits (`try_notify`; a full mailbox drops the wake, the target's own tick is the
-//! safety net). RocketMQ's `ServiceThread.wakeup()` (spec §7.7) does the same with a flag and a
+//! safety net). RocketMQ's `ServiceThread.wakeup()` (common/.../ServiceThread.java) does the same with a flag and a
 //! latch.
 //!
 //! Protocol: the sender publishes its new position, then sets the shared flag and sends only when
@@ -38,8 +38,8 @@ impl Waker {
         }
     }
 
-    /// Wakes by calling `notify` (true: the wake is pending), for a target that is not an actor
-    /// (the HA connections, woken through a `tokio::sync::Notify`).
+    /// Wakes by calling `notify` (true: the wake is pending): for a target that is not an actor,
+    /// and for tests.
     pub fn from_fn(flag: Arc<AtomicBool>, notify: impl Fn() -> bool + Send + 'static) -> Waker {
         Waker {
             flag,

@@ -11,7 +11,7 @@
 use actix::prelude::*;
 use actormq_core::store::status::PutStatus;
 
-use crate::store::wake::Waker;
+use crate::wake::Waker;
 
 /// SYNC_MASTER (RocketMQ 4.x `handleHA`): answered once some slave's ack reaches `end`
 /// (PUT_OK), at `deadline` (FLUSH_SLAVE_TIMEOUT), or at once with SLAVE_NOT_AVAILABLE when no

@@ -31,7 +31,7 @@ use super::master::{HaMaster, HaState};
 use super::messages::{Ack, Attach, Detach, Inbound, Wake};
 use super::HaParams;
 use crate::metered::{start_local_with, ActorRef, Metered, Serve, ServeStream, Service};
-use crate::store::wake::{self, Waker};
+use crate::wake::{self, Waker};
 
 /// A connection with nothing to send looks again at least this often (RocketMQ: 100 ms).
 const IDLE_POLL: Duration = Duration::from_millis(100);
