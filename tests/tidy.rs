@@ -102,7 +102,6 @@ const BIG_FILES: &[(&str, usize)] = &[];
 /// citations): to be rewritten to cite this repository or Apache RocketMQ's sources.
 const CITATIONS: &[(&str, usize)] = &[
     ("actors/src/metered.rs", 2),
-    ("actors/src/metrics.rs", 1),
     ("actors/src/remoting/server.rs", 1),
     ("actors/src/store/state.rs", 1),
     ("src/store/checkpoint.rs", 1),

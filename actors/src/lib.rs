@@ -2,8 +2,10 @@
 //! binary's commands.
 //!
 //! * [`metered`] — the mechanism that gives every actor mailbox metrics.
-//! * [`metrics`] — the broker's Prometheus `/metrics` endpoint (RocketMQ 5 names and labels);
-//!   [`proc_stat`] — a process's CPU, memory and threads from `/proc`.
+//! * [`metrics`] — the broker's Prometheus `/metrics` endpoint (RocketMQ 5 names and labels),
+//!   fed by the broker (which records into it and implements [`metrics::BrokerSource`]) and
+//!   naming no broker type; [`metrics::proc_stat`] — a process's CPU, memory and threads from
+//!   `/proc` (also read by the benches).
 //! * [`store`] — the store actors (writer, allocator, flusher, committer for write buffers,
 //!   reput, ConsumeQueue and index builders, schedule delivery) and the [`store::Store`] handle.
 //! * [`remoting`] — the transport: one `Connection` actor per socket, the `Processor` trait, a
@@ -24,7 +26,6 @@ pub mod fsutil;
 pub mod metered;
 pub mod metrics;
 pub mod namesrv;
-pub mod proc_stat;
 pub mod remoting;
 pub mod store;
 pub mod tools;

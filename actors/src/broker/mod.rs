@@ -12,7 +12,8 @@
 //!   [`client_call`], [`reply`] (uses `send`, `client_call`), [`admin_store`], [`runtime_info`],
 //!   [`admin`] (routes `admin_store` and `client_call` codes);
 //! - [`processor`]: each request code to its handler;
-//! - [`wiring`]: start and stop; [`testing`]: a broker for tests.
+//! - [`wiring`]: start and stop (with [`metrics_source`]: what `/metrics` reads from the
+//!   actors); [`testing`]: a broker for tests.
 
 pub mod admin;
 pub mod admin_store;
@@ -22,6 +23,7 @@ pub mod consumer;
 pub mod context;
 pub mod live_config;
 pub mod metadata;
+pub mod metrics_source;
 pub mod processor;
 pub mod pull;
 pub mod pull_hold;

@@ -32,6 +32,7 @@ use tokio::net::TcpListener;
 use super::clients::{ClientRegistry, SubscriptionView};
 use super::live_config::LiveConfig;
 use super::metadata::{MetaSettings, MetaView, Metadata, PersistAll};
+use super::metrics_source::ActorSource;
 use super::processor::BrokerProcessorFactory;
 use super::pull_hold::{MessagesArrived, PullHold};
 use super::registrar::{BrokerIdentity, RegisterNow, Registrar, UnregisterAll};
@@ -516,9 +517,11 @@ fn scrape_sources(
         reader: store.reader().clone(),
         state: store.state().clone(),
         store_root: cfg.store.store_path_root_dir.clone(),
-        meta: actors.meta.clone(),
-        meta_view: actors.meta_view.clone(),
-        clients: actors.clients.clone(),
+        broker: Arc::new(ActorSource {
+            meta: actors.meta.clone(),
+            meta_view: actors.meta_view.clone(),
+            clients: actors.clients.clone(),
+        }),
         pool: store.write_buffer_pool().cloned(),
         ha: cfg
             .store

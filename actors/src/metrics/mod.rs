@@ -1,6 +1,7 @@
 //! The broker's Prometheus endpoint: `GET /metrics` on `metricsPromExporterPort`, in the
-//! Prometheus text format, with RocketMQ 5's metric names and labels (ECOSYSTEM A.1, "Metrics,
-//! route 2") so existing Grafana boards and alerts work unchanged.
+//! Prometheus text format, with RocketMQ 5's metric names and labels (as its
+//! `org.apache.rocketmq.broker.metrics.BrokerMetricsConstant` spells them) so existing Grafana
+//! boards and alerts work unchanged.
 //!
 //! Four sources are rendered into one page:
 //!
@@ -11,8 +12,9 @@
 //!   `rocketmq_messages_out_total`, `rocketmq_throughput_in_total`,
 //!   `rocketmq_throughput_out_total`, `rocketmq_message_size`, `rocketmq_rpc_latency`;
 //! * gauges computed at scrape time ([`ScrapeSources`]) from the lock-free views (store positions,
-//!   metadata snapshot, mailbox probes) and by asking the owning actors (committed offsets from
-//!   `Metadata`, connections from `ClientRegistry`): `rocketmq_processor_watermark`,
+//!   mailbox probes, topic and group counts) and by asking the broker's actors through
+//!   [`BrokerSource`], which the broker implements (committed offsets, connections):
+//!   `rocketmq_processor_watermark`,
 //!   `rocketmq_storage_*`, `rocketmq_consumer_lag_messages`, `rocketmq_*_connections`,
 //!   `rocketmq_topic_number`, `rocketmq_consumer_group_number`; ActorMQ's own
 //!   `actormq_group_commit_flushes_total` and `actormq_group_commit_messages_total` (SYNC_FLUSH:
@@ -25,7 +27,7 @@
 //! * the store's histogram `actormq_commitlog_flush_seconds` (every CommitLog flush that wrote
 //!   data, SYNC_FLUSH or ASYNC_FLUSH: the disk's side of a send's latency), kept by the store in
 //!   its shared state and given the broker's labels here;
-//! * the process, read from `/proc` at scrape time ([`crate::proc_stat`]): the Prometheus
+//! * the process, read from `/proc` at scrape time ([`proc_stat`], [`process`]): the Prometheus
 //!   process-collector series `process_cpu_seconds_total` (utime + stime, fractional seconds at
 //!   clock-tick resolution), `process_resident_memory_bytes`, `process_virtual_memory_bytes`,
 //!   `process_start_time_seconds`, `process_open_fds`, `process_max_fds`, `process_threads`, and
@@ -46,36 +48,37 @@
 //!
 //! Scrape-time gauges are built into a fresh registry per scrape, so a topic or group that went
 //! away leaves no stale series and concurrent scrapes cannot see each other's half-built state.
+//!
+//! The files: this one records on the request path ([`BrokerMetrics`], [`RequestMeters`],
+//! [`MessageType`]); [`scrape`] builds the page ([`ScrapeSources`], [`BrokerSource`]);
+//! [`process`] and [`proc_stat`] read `/proc`; [`server`] serves it ([`MetricsServer`]). The
+//! direction is broker → metrics: the broker records here and hands the scrape what to read;
+//! nothing here names a broker type.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix_web::{web, App, HttpResponse, HttpServer};
 use actormq_core::format::properties::keys;
-use actormq_core::meta::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
-use actormq_core::offset::PhyOffset;
+use actormq_core::meta::RETRY_GROUP_TOPIC_PREFIX;
 use actormq_core::protocol::codes::{request_code_name, response_code_name};
 use actormq_core::protocol::command::RemotingCommand;
-use actormq_core::store::reader::StoreReader;
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
 };
 
-use crate::broker::clients::{ClientRegistry, GetConnections};
-use crate::broker::metadata::{GetOffsets, MetaView, Metadata};
-use crate::metered::{self, ActorRef};
-use crate::store::state::StoreState;
+pub mod proc_stat;
+pub mod process;
+pub mod scrape;
+pub mod server;
 
-/// How long a scrape waits for an actor's answer (offsets, connections) before leaving those
-/// series out of this page rather than hanging the scraper.
-pub const ACTOR_ASK_TIMEOUT: Duration = Duration::from_secs(2);
+pub use process::process_families;
+pub use scrape::{BrokerSource, Connections, ScrapeSources, ACTOR_ASK_TIMEOUT, WATERMARKS};
+pub use server::MetricsServer;
 
 /// `rocketmq_message_size` buckets: 1 KiB, 4 KiB, 512 KiB, 1 MiB, 2 MiB, 4 MiB (RocketMQ 5).
 const SIZE_BUCKETS: [f64; 6] = [
@@ -88,20 +91,6 @@ const SIZE_BUCKETS: [f64; 6] = [
 ];
 /// `rocketmq_rpc_latency` buckets in milliseconds (RocketMQ 5).
 const RPC_MS_BUCKETS: [f64; 7] = [1.0, 3.0, 5.0, 10.0, 100.0, 1000.0, 3000.0];
-
-/// `rocketmq_processor_watermark{processor}`: RocketMQ's request-queue names, each mapped to
-/// the actor whose mailbox plays that queue's role here. RocketMQ processors with no queue of
-/// their own here (query_message is answered lock-free from the index; no transactions, no pop
-/// `ack`, no `reply`) have no series.
-pub const WATERMARKS: &[(&str, &str)] = &[
-    ("send", "commitlog_writer"),
-    ("pull", "pull_hold"),
-    ("lite_pull", "pull_hold"),
-    ("heartbeat", "client_registry"),
-    ("client_manager", "client_registry"),
-    ("consumer_manager", "metadata"),
-    ("admin", "metadata"),
-];
 
 /// RocketMQ's `TopicMessageType`, as its metrics spell it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -531,494 +520,6 @@ impl RequestMeters {
             self.rpc.borrow_mut().insert(key, h);
         }
     }
-}
-
-/// What a scrape reads. `Send`: the HTTP worker runs on its own thread.
-#[derive(Clone)]
-pub struct ScrapeSources {
-    pub metrics: Arc<BrokerMetrics>,
-    pub reader: StoreReader,
-    pub state: Arc<StoreState>,
-    pub store_root: PathBuf,
-    pub meta: ActorRef<Metadata>,
-    pub meta_view: MetaView,
-    pub clients: ActorRef<ClientRegistry>,
-    /// The write-buffer pool, when `transientStorePoolEnable` is effective.
-    pub pool: Option<Arc<actormq_core::store::transient_pool::TransientStorePool>>,
-    /// A master's replication state (none on a slave).
-    pub ha: Option<Arc<crate::store::ha::HaState>>,
-}
-
-/// Bytes used on the file system holding `path` (total − free, as Java's
-/// `File.getTotalSpace() - getFreeSpace()` that RocketMQ reports).
-fn used_bytes(path: &std::path::Path) -> std::io::Result<u64> {
-    let (total, free) = crate::fsutil::space(path)?;
-    Ok(total.saturating_sub(free))
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// `families` with `labels` added to every metric: for a collector the store owns, which does
-/// not know the broker's identity (the store state's flush histogram).
-fn with_labels(
-    mut families: Vec<MetricFamily>,
-    labels: &HashMap<String, String>,
-) -> Vec<MetricFamily> {
-    let mut sorted: Vec<_> = labels.iter().collect();
-    sorted.sort();
-    for f in &mut families {
-        for m in f.mut_metric() {
-            let mut pairs = m.take_label();
-            for (name, value) in &sorted {
-                let mut p = prometheus::proto::LabelPair::default();
-                p.set_name(name.to_string());
-                p.set_value(value.to_string());
-                pairs.push(p);
-            }
-            m.set_label(pairs);
-        }
-    }
-    families
-}
-
-/// Gauges of one scrape, in a registry of their own.
-struct ScrapeGauges {
-    registry: Registry,
-    base: HashMap<String, String>,
-}
-
-impl ScrapeGauges {
-    fn vec(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-        let g = IntGaugeVec::new(
-            Opts::new(name, help).const_labels(self.base.clone()),
-            labels,
-        )
-        .expect("valid metric");
-        self.registry
-            .register(Box::new(g.clone()))
-            .expect("metric registered once per scrape");
-        g
-    }
-    fn set(&self, name: &str, help: &str, value: i64) {
-        self.vec(name, help, &[])
-            .with_label_values(&[] as &[&str])
-            .set(value);
-    }
-
-    /// A counter read from a source that only grows (a fresh registry per scrape, so the
-    /// counter is set to the source's total).
-    fn counter(&self, name: &str, help: &str, total: u64) {
-        let c = IntCounter::with_opts(Opts::new(name, help).const_labels(self.base.clone()))
-            .expect("valid metric");
-        c.inc_by(total);
-        self.registry
-            .register(Box::new(c))
-            .expect("metric registered once per scrape");
-    }
-}
-
-/// `rocketmq_processor_watermark`: the mailbox depth of the actor serving each kind of request.
-fn watermarks(g: &ScrapeGauges) {
-    let watermark = g.vec(
-        "rocketmq_processor_watermark",
-        "Requests waiting in the mailbox of the actor that serves this kind of request",
-        &["processor"],
-    );
-    let probes = metered::snapshot();
-    for (processor, actor) in WATERMARKS {
-        if let Some(p) = probes.iter().find(|p| p.name == *actor) {
-            watermark.with_label_values(&[*processor]).set(p.depth);
-        }
-    }
-}
-
-/// `rocketmq_producer_connections` and `rocketmq_consumer_connections` from the client
-/// registry's list.
-fn connections(g: &ScrapeGauges, clients: &[crate::broker::clients::ClientInfo]) {
-    let consumers = clients.iter().filter(|c| c.is_consumer).count();
-    let producers = clients.len() - consumers;
-    for (name, help, n) in [
-        (
-            "rocketmq_producer_connections",
-            "Producer clients registered by heartbeat, per group",
-            producers,
-        ),
-        (
-            "rocketmq_consumer_connections",
-            "Consumer clients registered by heartbeat, per group",
-            consumers,
-        ),
-    ] {
-        g.vec(name, help, &["protocol_type"])
-            .with_label_values(&["remoting"])
-            .set(n as i64);
-    }
-}
-
-impl ScrapeSources {
-    /// The whole `/metrics` page.
-    pub async fn render(&self) -> String {
-        let mut families = metered::registry().gather();
-        families.extend(self.metrics.gather());
-        families.extend(with_labels(
-            self.state.flush_time.histogram().collect(),
-            &self.metrics.labels.const_labels(),
-        ));
-        families.extend(self.scrape_gauges().await);
-        families.extend(process_families());
-        prometheus::TextEncoder::new()
-            .encode_to_string(&families)
-            .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
-    }
-
-    /// The gauges and counters read at scrape time, into a fresh registry.
-    async fn scrape_gauges(&self) -> Vec<MetricFamily> {
-        let g = ScrapeGauges {
-            registry: Registry::new(),
-            base: self.metrics.labels.const_labels(),
-        };
-        watermarks(&g);
-        self.storage(&g);
-        self.group_commit(&g);
-        self.ha_gauges(&g);
-        self.pool_gauges(&g);
-        self.meta_counts(&g);
-        self.asked(&g).await;
-        g.registry.gather()
-    }
-
-    /// `rocketmq_storage_*`: disk use, flush and dispatch backlog, age of the oldest message.
-    fn storage(&self, g: &ScrapeGauges) {
-        let storage = &["storage_type", "storage_medium"];
-        let local = ["local", "disk"];
-        match used_bytes(&self.store_root) {
-            Ok(used) => g
-                .vec(
-                    "rocketmq_storage_size",
-                    "Bytes used on the file system of the store, bytes",
-                    storage,
-                )
-                .with_label_values(&local)
-                .set(used as i64),
-            Err(e) => {
-                tracing::debug!(path = %self.store_root.display(), error = %e, "statvfs failed")
-            }
-        }
-        let max = self.reader.commit_log().max_offset();
-        let flushed = self.state.flushed();
-        let dispatched = self
-            .state
-            .dispatched
-            .load(std::sync::atomic::Ordering::Acquire);
-        g.vec(
-            "rocketmq_storage_flush_behind_bytes",
-            "CommitLog bytes written but not yet flushed to disk",
-            storage,
-        )
-        .with_label_values(&local)
-        .set(max.saturating_sub(flushed) as i64);
-        g.vec(
-            "rocketmq_storage_dispatch_behind_bytes",
-            "CommitLog bytes not yet dispatched to ConsumeQueues and the index",
-            storage,
-        )
-        .with_label_values(&local)
-        .set(max.saturating_sub(dispatched) as i64);
-        let first = PhyOffset(self.reader.commit_log().min_offset());
-        if let Some(ts) = self.reader.store_time_at(first).filter(|t| *t > 0) {
-            g.vec(
-                "rocketmq_storage_message_reserve_time",
-                "Age of the oldest stored message, milliseconds",
-                storage,
-            )
-            .with_label_values(&local)
-            .set((now_ms() - ts).max(0));
-        }
-    }
-
-    /// SYNC_FLUSH group commit (0 in ASYNC_FLUSH): flushes/s and the mean batch (messages per
-    /// flush) are the ratio of their rates.
-    fn group_commit(&self, g: &ScrapeGauges) {
-        g.counter(
-            "actormq_group_commit_flushes_total",
-            "SYNC_FLUSH group commits (fdatasync) that answered waiting sends",
-            self.state
-                .group_flushes
-                .load(std::sync::atomic::Ordering::Relaxed),
-        );
-        g.counter(
-            "actormq_group_commit_messages_total",
-            "Messages whose SYNC_FLUSH wait a group commit answered",
-            self.state
-                .group_messages
-                .load(std::sync::atomic::Ordering::Relaxed),
-        );
-    }
-
-    /// A master's slaves and how far behind the slowest acknowledgement is.
-    fn ha_gauges(&self, g: &ScrapeGauges) {
-        let Some(ha) = &self.ha else {
-            return;
-        };
-        let slaves = ha.connections();
-        g.set(
-            "actormq_ha_slaves",
-            "Slaves replicating from this master (connected to haListenPort)",
-            slaves as i64,
-        );
-        if slaves > 0 {
-            g.set(
-                "actormq_ha_slave_behind_bytes",
-                "CommitLog bytes no slave has acknowledged yet (SYNC_MASTER sends wait for \
-                 them; at haSlaveFallbehindMax they are answered SLAVE_NOT_AVAILABLE)",
-                self.reader
-                    .commit_log()
-                    .max_offset()
-                    .saturating_sub(ha.acked()) as i64,
-            );
-        }
-    }
-
-    /// The TransientStorePool's free and total write buffers, when it is enabled.
-    fn pool_gauges(&self, g: &ScrapeGauges) {
-        let Some(pool) = &self.pool else {
-            return;
-        };
-        let buffers = g.vec(
-            "actormq_transient_store_pool_buffers",
-            "Write buffers of the TransientStorePool (transientStorePoolEnable): free ones \
-             (remainTransientStoreBufferNumbs) and all; under 40 % free the committer is behind",
-            &["state"],
-        );
-        buffers
-            .with_label_values(&["available"])
-            .set(pool.available() as i64);
-        buffers
-            .with_label_values(&["total"])
-            .set(pool.capacity() as i64);
-    }
-
-    /// Topics and subscription groups configured.
-    fn meta_counts(&self, g: &ScrapeGauges) {
-        let topics = self.meta_view.topics();
-        g.set(
-            "rocketmq_topic_number",
-            "Topics configured on this broker",
-            topics.topic_config_table.len() as i64,
-        );
-        g.set(
-            "rocketmq_consumer_group_number",
-            "Subscription groups configured on this broker",
-            self.meta_view.groups().subscription_group_table.len() as i64,
-        );
-    }
-
-    /// What the metadata actor (committed offsets: the lag) and the client registry
-    /// (connections) answer within [`ACTOR_ASK_TIMEOUT`]; a late answer leaves its metrics out.
-    async fn asked(&self, g: &ScrapeGauges) {
-        let (offsets, conns) = futures_util::join!(
-            tokio::time::timeout(ACTOR_ASK_TIMEOUT, self.meta.send(GetOffsets)),
-            tokio::time::timeout(ACTOR_ASK_TIMEOUT, self.clients.send(GetConnections)),
-        );
-        match offsets {
-            Ok(Ok(offsets)) => self.lag(g, &offsets),
-            _ => tracing::warn!("metrics: no committed offsets from the metadata actor in time"),
-        }
-        match conns {
-            Ok(Ok(clients)) => connections(g, &clients),
-            _ => tracing::warn!("metrics: no connection list from the client registry in time"),
-        }
-    }
-
-    /// `rocketmq_consumer_lag_messages`: for every (topic, group) with committed offsets, the sum
-    /// over the topic's queues of (ConsumeQueue max − committed offset); a queue the group never
-    /// committed counts from its min offset (everything still stored is unconsumed).
-    fn lag(&self, g: &ScrapeGauges, offsets: &actormq_core::meta::ConsumerOffsets) {
-        let lag = g.vec(
-            "rocketmq_consumer_lag_messages",
-            "Messages stored and not yet consumed (committed) by the group",
-            &["topic", "consumer_group", "is_retry", "is_system"],
-        );
-        let system = self.metrics.labels.system_topics();
-        for (key, queues) in &offsets.offset_table {
-            let Some((topic, group)) = key.split_once('@') else {
-                continue;
-            };
-            if topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
-                continue;
-            }
-            let mut total: i64 = 0;
-            for q in self.reader.consume_queues().queues_of(topic) {
-                let max = q.max_offset().0 as i64;
-                let from = queues
-                    .get(&q.queue_id)
-                    .copied()
-                    .unwrap_or(q.min_offset().0 as i64);
-                total += (max - from.max(0)).max(0);
-            }
-            let retry = bool_label(topic.starts_with(RETRY_GROUP_TOPIC_PREFIX));
-            let sys = bool_label(is_system_topic(topic, &system) || is_system_group(group));
-            lag.with_label_values(&[topic, group, retry, sys])
-                .set(total);
-        }
-    }
-}
-
-/// The process series (see the module docs), from `/proc/self` now. A value `/proc` cannot give
-/// is left out of the page (and logged at debug), never a failed scrape.
-pub fn process_families() -> Vec<MetricFamily> {
-    use crate::proc_stat;
-    use prometheus::{Counter, CounterVec, Gauge};
-    let registry = Registry::new();
-    let add = |c: Box<dyn Collector>| {
-        registry
-            .register(c)
-            .expect("process metric registered once per scrape");
-    };
-    let gauge = |name: &str, help: &str, v: f64| {
-        let g = Gauge::new(name, help).expect("valid metric");
-        g.set(v);
-        add(Box::new(g));
-    };
-    match proc_stat::read_stat(&proc_stat::proc_dir(None).join("stat")) {
-        Ok(s) => {
-            let c = Counter::new(
-                "process_cpu_seconds_total",
-                "Total user and system CPU time spent in seconds.",
-            )
-            .expect("valid metric");
-            c.inc_by(s.cpu_seconds());
-            add(Box::new(c));
-            gauge(
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes.",
-                s.rss_bytes() as f64,
-            );
-            gauge(
-                "process_virtual_memory_bytes",
-                "Virtual memory size in bytes.",
-                s.vsize as f64,
-            );
-            gauge(
-                "process_threads",
-                "Number of OS threads in the process.",
-                s.num_threads as f64,
-            );
-            match proc_stat::boot_time() {
-                Ok(boot) => gauge(
-                    "process_start_time_seconds",
-                    "Start time of the process since unix epoch in seconds.",
-                    boot as f64 + s.starttime as f64 / proc_stat::clock_ticks() as f64,
-                ),
-                Err(e) => tracing::debug!(error = %e, "metrics: no boot time"),
-            }
-        }
-        Err(e) => tracing::debug!(error = %e, "metrics: no process stat"),
-    }
-    match proc_stat::open_fds(None) {
-        Ok(n) => gauge(
-            "process_open_fds",
-            "Number of open file descriptors.",
-            n as f64,
-        ),
-        Err(e) => tracing::debug!(error = %e, "metrics: no fd count"),
-    }
-    if let Some(n) = proc_stat::max_fds() {
-        gauge(
-            "process_max_fds",
-            "Maximum number of open file descriptors.",
-            n as f64,
-        );
-    }
-    match proc_stat::threads_by_name(None) {
-        Ok(threads) => {
-            let probes = metered::snapshot();
-            let known: Vec<&str> = probes.iter().map(|p| p.name).collect();
-            let cpu = CounterVec::new(
-                Opts::new(
-                    "actormq_thread_cpu_seconds_total",
-                    "User and system CPU time of the live threads of this name, seconds (a \
-                     thread's time leaves the sum when it exits)",
-                ),
-                &["thread"],
-            )
-            .expect("valid metric");
-            for (comm, secs) in &threads {
-                cpu.with_label_values(&[proc_stat::full_thread_name(comm, &known)])
-                    .inc_by(*secs);
-            }
-            add(Box::new(cpu));
-        }
-        Err(e) => tracing::debug!(error = %e, "metrics: no thread list"),
-    }
-    registry.gather()
-}
-
-/// A running `/metrics` endpoint.
-pub struct MetricsServer {
-    /// Where scrapers reach it (the bound port on the advertised address).
-    pub addr: SocketAddr,
-    handle: actix_web::dev::ServerHandle,
-}
-
-impl MetricsServer {
-    /// Binds `bind` now (so a port conflict fails the broker's start with a clear error).
-    pub fn bind(bind: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
-        use anyhow::Context as _;
-        let l = std::net::TcpListener::bind(bind)
-            .with_context(|| format!("cannot listen on {bind} (metricsPromExporterPort)"))?;
-        l.set_nonblocking(true)?;
-        Ok(l)
-    }
-
-    /// Serves `/metrics` on `listener` (one worker thread; the broker owns shutdown, so no signal
-    /// handling). `advertised` replaces an unspecified bound address in [`MetricsServer::addr`].
-    pub fn start(
-        listener: std::net::TcpListener,
-        advertised: std::net::IpAddr,
-        sources: ScrapeSources,
-    ) -> anyhow::Result<MetricsServer> {
-        let local = listener.local_addr()?;
-        let addr = if local.ip().is_unspecified() {
-            SocketAddr::new(advertised, local.port())
-        } else {
-            local
-        };
-        let data = web::Data::new(sources);
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(data.clone())
-                .route("/metrics", web::get().to(scrape))
-        })
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(5)
-        .listen(listener)?
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(async move {
-            if let Err(e) = server.await {
-                tracing::error!(error = %e, "the metrics endpoint failed");
-            }
-        });
-        tracing::info!(%addr, "metrics endpoint listening (GET /metrics)");
-        Ok(MetricsServer { addr, handle })
-    }
-
-    /// Stops accepting scrapes and waits (at most 5 s) for the ones in flight.
-    pub async fn stop(&self) {
-        self.handle.stop(true).await;
-    }
-}
-
-async fn scrape(src: web::Data<ScrapeSources>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(prometheus::TEXT_FORMAT)
-        .body(src.render().await)
 }
 
 #[cfg(test)]

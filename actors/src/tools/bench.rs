@@ -117,7 +117,7 @@ pub struct StoreBenchReport {
 
 /// This process's resident set now, bytes (`None` where `/proc` cannot tell).
 fn rss_now() -> Option<u64> {
-    crate::proc_stat::read_stat(&crate::proc_stat::proc_dir(None).join("stat"))
+    crate::metrics::proc_stat::read_stat(&crate::metrics::proc_stat::proc_dir(None).join("stat"))
         .ok()
         .map(|s| s.rss_bytes())
 }

@@ -4,7 +4,7 @@
 //! set at both ends.
 //!
 //! Where the figure comes from ([`BrokerProbe`]), in this order:
-//! * `--broker-pid PID`: `/proc/PID/stat` on this host ([`crate::proc_stat`]) — any broker,
+//! * `--broker-pid PID`: `/proc/PID/stat` on this host ([`crate::metrics::proc_stat`]) — any broker,
 //!   Apache RocketMQ 4.9.4's JVM included, so the same command measures both;
 //! * `--broker-metrics HOST:PORT`: the broker's Prometheus page, `process_cpu_seconds_total` and
 //!   `process_resident_memory_bytes` (the broker reads the same `/proc` fields, so both sources
@@ -28,7 +28,7 @@ use actormq_core::protocol::codes::{request_code, response_code};
 use actormq_core::protocol::command::RemotingCommand;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::proc_stat;
+use crate::metrics::proc_stat;
 use crate::remoting::client::RemotingClient;
 
 /// The bench options that choose the probe (flattened into `bench produce` and `bench consume`).
