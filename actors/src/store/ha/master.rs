@@ -45,7 +45,7 @@ pub struct HaState {
 
 /// The master's watermarks as [`HaMaster`], their only writer, last published them, for
 /// readers that cannot wait for a reply: `/metrics`' scrape runs synchronously on its HTTP
-/// worker's thread (`metrics.rs`, `ScrapeSources`). Nothing decides on them: a SYNC_MASTER
+/// worker's thread (`metrics/scrape.rs`, `ScrapeSources`). Nothing decides on them: a SYNC_MASTER
 /// send asks the actor.
 #[derive(Default)]
 struct Published {
@@ -57,7 +57,8 @@ impl HaState {
     /// Starts the [`HaMaster`] on the current thread.
     pub fn new() -> Arc<HaState> {
         let published = Arc::new(Published::default());
-        let data_flag = Arc::new(AtomicBool::new(false));
+        // Raised while no slave is attached: the writer's wakes stop at the flag (see `DataReady`).
+        let data_flag = Arc::new(AtomicBool::new(true));
         let master = start_on(None, HaMaster::new(published.clone(), data_flag.clone()));
         Arc::new(HaState {
             master,
@@ -239,6 +240,11 @@ impl Serve<Ack> for HaMaster {
 impl Serve<Attach> for HaMaster {
     type Reply = ();
     fn serve(&mut self, m: Attach, _: &mut Context<Metered<Self>>) {
+        if self.slaves.is_empty() {
+            // The first slave: the writer's wakes come through again. Bytes written before
+            // reach it anyway: a connection streams from where its slave asks, on its own tick.
+            wake::clear(&self.data_flag);
+        }
         self.slaves.insert(m.id, m.wake);
         self.publish_slaves();
     }
@@ -248,6 +254,9 @@ impl Serve<Detach> for HaMaster {
     type Reply = ();
     fn serve(&mut self, m: Detach, _: &mut Context<Metered<Self>>) {
         self.slaves.remove(&m.id);
+        if self.slaves.is_empty() {
+            self.data_flag.store(true, Ordering::Release);
+        }
         self.publish_slaves();
     }
 }
@@ -255,6 +264,12 @@ impl Serve<Detach> for HaMaster {
 impl Serve<DataReady> for HaMaster {
     type Reply = ();
     fn serve(&mut self, _: DataReady, _: &mut Context<Metered<Self>>) {
+        if self.slaves.is_empty() {
+            // Nobody to wake: the flag stays raised, so the writer sends no more `DataReady`
+            // (a cross-thread wake per append burst on every broker without a slave) until a
+            // slave attaches.
+            return;
+        }
         wake::clear(&self.data_flag);
         for w in self.slaves.values() {
             w.wake();
