@@ -62,6 +62,17 @@ async fn sends_during_a_stalled_flush_are_stored_and_answered_flush_disk_timeout
     // committer), and answered in time too.
     let during = store.put(msg("during")).await.unwrap();
     assert_eq!(during.status, PutStatus::FlushDiskTimeout);
+    // One batch with a `WAIT=false` message beside a waiting one: only the waiting one is told
+    // about the flush; the other was stored and is PUT_OK, as when it comes alone.
+    let mut no_wait = msg("no-wait");
+    no_wait.wait_store_msg_ok = false;
+    let mixed = store.put_many(vec![msg("waits"), no_wait]).await;
+    let statuses: Vec<_> = mixed.iter().map(|r| r.as_ref().unwrap().status).collect();
+    assert_eq!(
+        statuses,
+        vec![PutStatus::FlushDiskTimeout, PutStatus::PutOk]
+    );
+    let during = mixed[1].as_ref().unwrap().clone();
     assert!(during.phy_offset > stalled.phy_offset);
     assert!(
         store.flushed_offset() < stalled.end_offset(),
@@ -109,6 +120,8 @@ async fn sends_during_a_stalled_flush_are_stored_and_answered_flush_disk_timeout
             b"before".to_vec(),
             b"stalled".to_vec(),
             b"during".to_vec(),
+            b"waits".to_vec(),
+            b"no-wait".to_vec(),
             b"after".to_vec()
         ]
     );

@@ -7,7 +7,7 @@
 //! * [`TurnBatch`] — the mechanism: items pushed during a turn, drained together by the task the
 //!   turn's first push spawns, after one `yield_now` (so every task already made ready in this
 //!   turn pushes first). The broker's connection threads use it for SENDs
-//!   (`broker::processor::SendBatcher`, which also accounts per batch).
+//!   (`broker::send_batch::SendBatcher`, which also accounts per batch).
 //! * [`PutCoalescer`] — a per-thread front of [`Store::put`] built on it: each caller awaits its
 //!   own result, the store sees `put_many`. `actormq bench store` uses it, so the benchmark's
 //!   producers reach the store the way the broker's SENDs do.

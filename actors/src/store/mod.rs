@@ -327,14 +327,12 @@ impl Store {
             .map_err(|e| format!("the CommitLog writer is gone: {e}"))
     }
 
-    /// Many independent producer messages in one writer mailbox message — two in SYNC_FLUSH when
-    /// some do not wait (`wait_store_msg_ok` false) and others do: the writer answers an
-    /// `AppendBatch` as a whole, so a message that does not wait must not share one with a
-    /// message whose flush it would then wait for, and whose outcome (FLUSH_DISK_TIMEOUT, a
-    /// failed flush) it would be given. Both are handed over before either is awaited, those that
-    /// do not wait first; this returns once both are answered (the broker's and the bench's
-    /// batchers split a turn that way already, so that a `WAIT=false` reply is not held back by
-    /// the flush).
+    /// Many independent producer messages in one writer mailbox message (`AppendBatch`),
+    /// answered together: in SYNC_FLUSH after the flush if any waits, the flush's outcome going
+    /// to those that wait (`wait_store_msg_ok`); in SYNC_MASTER after a slave's ack, likewise.
+    /// A `WAIT=false` message is answered at once only in a batch of its own kind: the batching
+    /// layer (`coalesce::send_chunks`, used by the broker's and the bench's batchers) splits a
+    /// turn that way — the one place that does.
     pub async fn put_many(&self, msgs: Vec<NewMessage>) -> Vec<Result<AppendOk, PutError>> {
         let n = msgs.len();
         let wait_flags: Vec<bool> = if self.params.broker_role == BrokerRole::SyncMaster {
@@ -354,44 +352,9 @@ impl Store {
                 Err(e) => early.push(Some(e)),
             }
         }
-        // Only SYNC_FLUSH waits; a mix is rare (the batchers split their turns already).
-        let mixed = self.params.sync_flush && {
-            let waiting = pass.iter().filter(|m| writer::waits(m)).count();
-            waiting > 0 && waiting < pass.len()
-        };
-        let mut results = if mixed {
-            let count = pass.len();
-            let (now, later): (Vec<_>, Vec<_>) = pass
-                .into_iter()
-                .enumerate()
-                .partition(|(_, m)| !writer::waits(m));
-            let (now_at, now): (Vec<usize>, Vec<NewMessage>) = now.into_iter().unzip();
-            let (later_at, later): (Vec<usize>, Vec<NewMessage>) = later.into_iter().unzip();
-            let (a, b) = tokio::join!(
-                writer::append(&self.writer, AppendBatch(now)),
-                writer::append(&self.writer, AppendBatch(later))
-            );
-            let mut slots: Vec<Option<Result<AppendOk, PutError>>> =
-                (0..count).map(|_| None).collect();
-            for (at, answer) in [(now_at, a), (later_at, b)] {
-                match answer {
-                    Ok(r) => at.into_iter().zip(r).for_each(|(i, r)| slots[i] = Some(r)),
-                    Err(e) => at
-                        .into_iter()
-                        .for_each(|i| slots[i] = Some(Err(unavailable(e)))),
-                }
-            }
-            let missing = || Err(PutError::new(PutStatus::UnknownError, "missing reply"));
-            slots
-                .into_iter()
-                .map(|s| s.unwrap_or_else(missing))
-                .collect::<Vec<_>>()
-                .into_iter()
-        } else {
-            match writer::append(&self.writer, AppendBatch(pass)).await {
-                Ok(r) => r.into_iter(),
-                Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
-            }
+        let mut results = match writer::append(&self.writer, AppendBatch(pass)).await {
+            Ok(r) => r.into_iter(),
+            Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
         };
         let mut out: Vec<Result<AppendOk, PutError>> = early
             .into_iter()

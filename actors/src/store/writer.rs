@@ -55,11 +55,13 @@ use actormq_core::store::status::PutStatus;
 pub enum Appended<T> {
     Now(T),
     /// The append's [`FlushUpTo`] is in the writer's burst (see [`Burst`]); `flushed` gets the
-    /// flush's outcome, `deadline` is when FLUSH_DISK_TIMEOUT is due.
+    /// flush's outcome, `deadline` is when FLUSH_DISK_TIMEOUT is due. `waits`: which of a
+    /// batch's messages wait, when not all do (empty: all) — the outcome is theirs only.
     AfterFlush {
         value: T,
         flushed: tokio::sync::oneshot::Receiver<FlushOutcome>,
         deadline: tokio::time::Instant,
+        waits: Vec<bool>,
     },
 }
 
@@ -74,6 +76,7 @@ impl<T: Settle> Appended<T> {
                 value,
                 flushed,
                 deadline,
+                waits,
             } => {
                 let outcome = match tokio::time::timeout_at(deadline, flushed).await {
                     Ok(Ok(outcome)) => outcome,
@@ -83,7 +86,11 @@ impl<T: Settle> Appended<T> {
                     ),
                     Err(_) => FlushOutcome::TimedOut,
                 };
-                value.settle(&outcome)
+                if waits.is_empty() {
+                    value.settle(&outcome)
+                } else {
+                    value.settle_those(&outcome, &waits)
+                }
             }
         }
     }
@@ -103,6 +110,11 @@ where
 /// What an append's reply becomes once its flush has ended.
 pub trait Settle: Sized {
     fn settle(self, outcome: &FlushOutcome) -> Self;
+    /// A batch: only the messages `waits` marks take the outcome (the others were stored and
+    /// are not waiting for this flush: `WAIT=false`). One message either waits or not.
+    fn settle_those(self, outcome: &FlushOutcome, _waits: &[bool]) -> Self {
+        self.settle(outcome)
+    }
 }
 
 impl Settle for Result<AppendOk, PutError> {
@@ -125,6 +137,12 @@ impl Settle for Result<AppendOk, PutError> {
 impl Settle for Vec<Result<AppendOk, PutError>> {
     fn settle(self, outcome: &FlushOutcome) -> Self {
         self.into_iter().map(|r| r.settle(outcome)).collect()
+    }
+    fn settle_those(self, outcome: &FlushOutcome, waits: &[bool]) -> Self {
+        self.into_iter()
+            .zip(waits)
+            .map(|(r, &w)| if w { r.settle(outcome) } else { r })
+            .collect()
     }
 }
 
@@ -154,8 +172,9 @@ impl Message for AppendMessage {
 }
 
 /// Many independent messages appended in order in one mailbox message. In SYNC_FLUSH its reply is
-/// sent once: after the flush if any of them waits, and that flush's outcome applies to all —
-/// so the messages of one batch should all wait or none (`Store::put_many` splits a mix).
+/// sent once: after the flush if any of them waits; that flush's outcome applies to those that
+/// wait. A `WAIT=false` message in a batch with waiting ones is answered with them (the batching
+/// layer, `coalesce::send_chunks`, keeps them apart so that it is answered at once).
 pub struct AppendBatch(pub Vec<NewMessage>);
 impl Message for AppendBatch {
     type Result = Appended<Vec<Result<AppendOk, PutError>>>;
@@ -307,6 +326,17 @@ impl CommitLogWriter {
     /// [`Appended`]). A waiting append joins the burst (see [`Burst`]); `msgs` is how many
     /// waiting messages the reply answers (0: none waits, the reply is sent now).
     fn reply_after_flush<T>(&mut self, value: T, end: u64, msgs: u32) -> Appended<T> {
+        self.reply_after_flush_of(value, end, msgs, Vec::new())
+    }
+
+    /// As [`CommitLogWriter::reply_after_flush`], for a batch of which only `waits` wait.
+    fn reply_after_flush_of<T>(
+        &mut self,
+        value: T,
+        end: u64,
+        msgs: u32,
+        waits: Vec<bool>,
+    ) -> Appended<T> {
         match self.sync.as_ref().map(|(_, timeout)| *timeout) {
             Some(timeout) if msgs > 0 => {
                 let (reply, flushed) = tokio::sync::oneshot::channel();
@@ -316,6 +346,7 @@ impl CommitLogWriter {
                     value,
                     flushed,
                     deadline: tokio::time::Instant::now() + timeout,
+                    waits,
                 }
             }
             _ => Appended::Now(value),
@@ -519,7 +550,14 @@ impl Serve<AppendBatch> for CommitLogWriter {
             Ok(()) => out,
             Err(e) => out.into_iter().map(|r| r.and(Err(e.clone()))).collect(),
         };
-        self.reply_after_flush(out, wait_end, waiting)
+        // A mix of `WAIT=false` and waiting messages: the flush's outcome is the waiting ones'.
+        let mixed = waiting > 0 && (waiting as usize) < msg.0.len();
+        let waits = if mixed {
+            msg.0.iter().map(waits).collect()
+        } else {
+            Vec::new()
+        };
+        self.reply_after_flush_of(out, wait_end, waiting, waits)
     }
 }
 
@@ -703,6 +741,7 @@ mod tests {
                 value: Ok(ok()),
                 flushed: rx,
                 deadline,
+                waits: Vec::new(),
             };
             (tx, reply)
         };
@@ -769,6 +808,19 @@ mod tests {
             settled[1].as_ref().unwrap_err().remark,
             "too big",
             "an error stays itself"
+        );
+
+        // A batch of which only the first waits: the flush's outcome is the first's alone.
+        let mixed: Vec<Result<AppendOk, PutError>> = vec![Ok(ok()), Ok(ok())];
+        let settled = mixed.settle_those(&FlushOutcome::TimedOut, &[true, false]);
+        assert_eq!(
+            settled[0].as_ref().unwrap().status,
+            PutStatus::FlushDiskTimeout
+        );
+        assert_eq!(
+            settled[1].as_ref().unwrap().status,
+            PutStatus::PutOk,
+            "a WAIT=false message is not told about a flush it did not wait for"
         );
 
         let producer: Result<(AppendOk, Vec<PhyOffset>), PutError> =
