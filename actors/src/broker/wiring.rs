@@ -71,7 +71,7 @@ pub struct BrokerHandle {
     accept: actix_rt::task::JoinHandle<()>,
     /// The replication thread: the HA port's connections (a master) or the replication client
     /// (a slave).
-    ha: actix::ArbiterHandle,
+    ha: actix::Arbiter,
     connections: ConnectionThreads,
     root: std::path::PathBuf,
     _lock: StoreLock,
@@ -359,7 +359,7 @@ struct Actors {
     meta_view: MetaView,
     registrar: ActorRef<Registrar>,
     /// The replication thread.
-    ha: actix::ArbiterHandle,
+    ha: actix::Arbiter,
     clients: ActorRef<ClientRegistry>,
     subs: SubscriptionView,
     pull_hold: ActorRef<PullHold>,
@@ -487,9 +487,9 @@ fn start_replication(
     store: &Arc<Store>,
     ha_listener: Option<std::net::TcpListener>,
     master_ha: Arc<ArcSwapOption<String>>,
-) -> actix::ArbiterHandle {
-    // The store's "ha" thread, where `HaMaster` runs: acks and wakes stay on one thread.
-    let ha_arb = store.ha_arbiter().clone();
+) -> actix::Arbiter {
+    let ha_arb = actix::Arbiter::new();
+    crate::metered::name_thread(&ha_arb.handle(), "ha");
     let ha_params = crate::store::ha::HaParams::from_config(&cfg.store);
     match ha_listener {
         Some(l) => {

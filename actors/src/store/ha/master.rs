@@ -10,9 +10,9 @@
 //! Out: the wait's answer; wakes to the connections.
 //!
 //! [`HaState`] is the handle the store, the broker and `/metrics` hold: the actor's address and
-//! the two watermarks the actor publishes. It runs on the store's "ha" thread
-//! (`Store::ha_arbiter`), beside the connections or the slave, so an ack and a wake stay on one
-//! thread; SYNC_MASTER waits come to it from the connection threads.
+//! the two watermarks the actor publishes. It runs on the thread that opened the store (the
+//! broker's system thread): it only keeps books; the connections, which do the I/O, run on the
+//! "ha" thread.
 //!
 //! Invariants: the acked offset only grows; a wait is answered exactly once; a closed master
 //! answers every wait at once (FLUSH_SLAVE_TIMEOUT for those already waiting: the message is
@@ -56,16 +56,10 @@ struct Published {
 impl HaState {
     /// Starts the [`HaMaster`] on the current thread.
     pub fn new() -> Arc<HaState> {
-        HaState::new_on(None)
-    }
-
-    /// Starts the [`HaMaster`] on `arbiter` (the store's "ha" thread, where the connections and
-    /// the slave run too: an ack reaches it, and its wakes reach them, without crossing threads).
-    pub fn new_on(arbiter: Option<&actix::ArbiterHandle>) -> Arc<HaState> {
         let published = Arc::new(Published::default());
         // Raised while no slave is attached: the writer's wakes stop at the flag (see `DataReady`).
         let data_flag = Arc::new(AtomicBool::new(true));
-        let master = start_on(arbiter, HaMaster::new(published.clone(), data_flag.clone()));
+        let master = start_on(None, HaMaster::new(published.clone(), data_flag.clone()));
         Arc::new(HaState {
             master,
             published,
