@@ -1,5 +1,5 @@
-//! The one mechanism that instruments every actor (DESIGN §7): mailbox depth, messages handled,
-//! time waiting in the mailbox and time in the handler, per actor name.
+//! The one mechanism that instruments every actor (ARCHITECTURE.md, "Actor map"): mailbox depth,
+//! messages handled, time waiting in the mailbox and time in the handler, per actor name.
 //!
 //! An actor is written as a [`Service`] and handles messages by implementing [`Serve<M>`]
 //! instead of actix's `Handler<M>`. The actix actor that actually runs is [`Metered<S>`], which
@@ -9,8 +9,9 @@
 //!
 //! Depth is counted when an envelope is created and uncounted when it is dropped (handled, or
 //! dropped undelivered because the caller gave up or the actor stopped), so it never drifts.
-//! `ActorRef` has no `do_send`: every send is bounded by the mailbox capacity (DESIGN §5).
-//! Handle time of an asynchronous reply covers only the synchronous part of the handler.
+//! `ActorRef` has no `do_send`: every send is bounded by the mailbox capacity (ARCHITECTURE.md,
+//! "Actor map"). Handle time of an asynchronous reply covers only the synchronous part of the
+//! handler.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};

@@ -25,7 +25,7 @@
 //! * values only reach the disk through [`Checkpoint::flush`], which writes all 40 field bytes and
 //!   returns only after `fdatasync` succeeded.
 //!
-//! Single owner: setters take `&mut self` (DESIGN §5: positions travel in messages; whoever owns
+//! Single owner: setters take `&mut self` (positions travel in messages; whoever owns
 //! the checkpoint applies updates and flushes).
 //!
 //! Why `pwrite` + `fdatasync` and not a mapping + `msync` (RocketMQ maps the page):

@@ -1,7 +1,7 @@
 //! `MappedFile`: one fixed-size, fully allocated, memory-mapped file of a file queue (a CommitLog
 //! or ConsumeQueue segment), named by the 20-digit global offset of its first byte.
 //!
-//! Ownership (DESIGN §5): exactly one owner writes a file — the actor holding the file queue —
+//! Ownership (ARCHITECTURE.md): exactly one owner writes a file — the actor holding the file queue —
 //! while any number of readers look at it through `Arc<MappedFile>`. The owner appends at
 //! `wrote` and then *publishes* the new position with a `Release` store; readers load it with
 //! `Acquire` and never look at bytes at or beyond it. Bytes below a published position never

@@ -1,5 +1,6 @@
 //! The read side of the store: everything a consumer, a query or an admin tool asks, answered on
-//! the caller's thread from published watermarks — never through a writer's mailbox (DESIGN §4).
+//! the caller's thread from published watermarks — never through a writer's mailbox
+//! (ARCHITECTURE.md, "Shared state between actors").
 //!
 //! A [`StoreReader`] is cheap to clone and `Send + Sync`: it holds views of the CommitLog file
 //! queue, the ConsumeQueue table and the index. Every answer only covers bytes that their owners

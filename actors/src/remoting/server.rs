@@ -1,5 +1,5 @@
 //! The server side of the remoting transport: an accept loop and one `Connection` actor per TCP
-//! connection (DESIGN §3 `RequestHandler`).
+//! connection (the broker and the name server each implement `RequestHandler`).
 //!
 //! A connection decodes frames, hands each request to its [`Processor`] and writes replies,
 //! possibly out of order (clients match replies by `opaque`). Oneway requests get no reply.

@@ -1,5 +1,6 @@
 //! Positions and health flags of a running store, shared between its actors as atomics (the
-//! watermarks of DESIGN §5). Each field has exactly one writer, named below; everyone else reads.
+//! published watermarks of ARCHITECTURE.md, "Shared state between actors"). Each field has exactly
+//! one writer, named below; everyone else reads.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
