@@ -33,11 +33,10 @@ use actormq_core::protocol::header::*;
 use actormq_core::protocol::version::{version_desc, V3_0_7_SNAPSHOT};
 use actormq_core::store::validate::{check_topic_name, FORBIDDEN_TOPICS};
 
-use super::clients;
 use super::context::{header_or_reply, later, ok, reply, BrokerCore};
 /// Where `updateBrokerConfig` keeps its keys (the binary reads it at startup).
 pub use super::live_config::RUNTIME_FILE;
-use super::metadata;
+use super::messages;
 use crate::remoting::server::Handled;
 
 /// The request codes [`BrokerCore::admin`] answers.
@@ -235,7 +234,7 @@ impl BrokerCore {
     fn all_consumer_offsets(&self, req: RemotingCommand) -> Handled {
         let meta = self.meta.clone();
         later(async move {
-            match meta.send(metadata::GetOffsets).await {
+            match meta.send(messages::GetOffsets).await {
                 Ok(o) => ok(&req).with_body(meta::to_json(&o).into_bytes()),
                 Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
             }
@@ -256,7 +255,7 @@ impl BrokerCore {
     fn consume_stats(self: Rc<Self>, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(GetConsumeStatsRequestHeader, req);
         later(async move {
-            let offsets = match self.meta.send(metadata::GetOffsets).await {
+            let offsets = match self.meta.send(messages::GetOffsets).await {
                 Ok(o) => o,
                 Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
             };
@@ -274,7 +273,7 @@ impl BrokerCore {
             // As in RocketMQ: a group with online subscriptions reports only those topics.
             let subscribed: Vec<String> = match self
                 .clients
-                .send(clients::GetGroupConnection(group.to_string()))
+                .send(messages::GetGroupConnection(group.to_string()))
                 .await
             {
                 Ok(Some(c)) => c.subscription_table.into_keys().collect(),
@@ -379,7 +378,7 @@ impl BrokerCore {
         let clients = self.clients.clone();
         later(async move {
             match clients
-                .send(clients::GetProducerConnection(h.producer_group.clone()))
+                .send(messages::GetProducerConnection(h.producer_group.clone()))
                 .await
             {
                 Ok(Some(p)) => match serde_json::to_vec(&p) {
@@ -403,7 +402,7 @@ impl BrokerCore {
         let clients = self.clients.clone();
         let now_ms = self.clock_ms();
         later(async move {
-            match clients.send(clients::GetAllProducers { now_ms }).await {
+            match clients.send(messages::GetAllProducers { now_ms }).await {
                 Ok(data) => match serde_json::to_vec(&ProducerTableInfo { data }) {
                     Ok(b) => ok(&req).with_body(b),
                     Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
@@ -420,7 +419,7 @@ impl BrokerCore {
         let meta = self.meta.clone();
         let online = self.subs.groups_of_topic(&h.topic);
         later(async move {
-            let stored = match meta.send(metadata::GroupsOfTopic(h.topic.clone())).await {
+            let stored = match meta.send(messages::GroupsOfTopic(h.topic.clone())).await {
                 Ok(g) => g,
                 Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
             };
@@ -441,7 +440,7 @@ impl BrokerCore {
     fn broker_consume_stats(self: Rc<Self>, req: RemotingCommand) -> Handled {
         let h = header_or_reply!(GetConsumeStatsInBrokerHeader, req);
         later(async move {
-            let offsets = match self.meta.send(metadata::GetOffsets).await {
+            let offsets = match self.meta.send(messages::GetOffsets).await {
                 Ok(o) => o,
                 Err(e) => return reply(&req, rc::SYSTEM_ERROR, e.to_string()),
             };
@@ -499,7 +498,7 @@ impl BrokerCore {
         let clients = self.clients.clone();
         later(async move {
             match clients
-                .send(clients::GetGroupConnection(h.consumer_group.clone()))
+                .send(messages::GetGroupConnection(h.consumer_group.clone()))
                 .await
             {
                 Ok(Some(c)) if !c.connection_set.is_empty() => match serde_json::to_vec(&c) {
@@ -535,7 +534,7 @@ impl BrokerCore {
         }
         tracing::info!(%topic, caller = %peer, "deleting topic");
         later(async move {
-            let existed = match self.meta.send(metadata::DeleteTopic(topic.clone())).await {
+            let existed = match self.meta.send(messages::DeleteTopic(topic.clone())).await {
                 Ok(Ok(e)) => e,
                 Ok(Err(e)) => {
                     return reply(
@@ -607,12 +606,12 @@ impl BrokerCore {
             },
             topic_sys_flag: h.topic_sys_flag.unwrap_or(0).max(0) as u32,
             order: h.order,
-            // An update keeps the topic's attributes (`metadata::CreateTopic`).
+            // An update keeps the topic's attributes (`Metadata`'s `CreateTopic` handler).
             attributes: Default::default(),
         };
         let meta = self.meta.clone();
         later(async move {
-            match meta.send(metadata::CreateTopic(t)).await {
+            match meta.send(messages::CreateTopic(t)).await {
                 Ok(Ok(())) => ok(&req),
                 Ok(Err(e)) => reply(
                     &req,
@@ -661,9 +660,9 @@ impl BrokerCore {
             let name = g.group_name.clone();
             let retry = meta::retry_topic(&name);
             let queues = g.retry_queue_nums.max(1);
-            match meta.send(metadata::UpdateGroup(g)).await {
+            match meta.send(messages::UpdateGroup(g)).await {
                 Ok(Ok(())) => {
-                    let m = metadata::EnsureTopic {
+                    let m = messages::EnsureTopic {
                         topic: retry,
                         queues,
                         perm: meta::PERM_READ | meta::PERM_WRITE,
@@ -726,7 +725,7 @@ impl BrokerCore {
                     if perm_changed {
                         // As RocketMQ: a new topic-table version, registered at once, so the
                         // name servers take the topics' new perms.
-                        match meta.send(metadata::TouchTopics).await {
+                        match meta.send(messages::TouchTopics).await {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => {
                                 tracing::error!(error = %e, "cannot write topics.json after a brokerPermission change")
@@ -822,7 +821,7 @@ impl BrokerCore {
     ) -> Result<ResetOffsetBody, (i32, String)> {
         let offsets = self
             .meta
-            .send(metadata::GetOffsets)
+            .send(messages::GetOffsets)
             .await
             .map_err(|e| (rc::SYSTEM_ERROR, e.to_string()))?;
         let broker = self.settings.load().broker_name.clone();
@@ -866,7 +865,7 @@ impl BrokerCore {
     async fn consumers_can_reset(&self, h: &ResetOffsetRequestHeader) -> Result<(), (i32, String)> {
         let versions = self
             .clients
-            .send(clients::ConsumerVersions {
+            .send(messages::ConsumerVersions {
                 group: h.group.clone(),
             })
             .await
@@ -898,7 +897,7 @@ impl BrokerCore {
         body: &ResetOffsetBody,
     ) -> Result<(), String> {
         for (mq, offset) in &body.offset_table {
-            let m = metadata::CommitOffset {
+            let m = messages::CommitOffset {
                 group: h.group.clone(),
                 topic: h.topic.clone(),
                 queue_id: mq.queue_id,
@@ -935,7 +934,7 @@ impl BrokerCore {
             .with_body(push_body.into_bytes())
             .with_oneway();
         self.clients
-            .send(clients::PushToGroup {
+            .send(messages::PushToGroup {
                 group: h.group.clone(),
                 cmd: push,
             })

@@ -26,7 +26,7 @@ use actormq_core::protocol::header::{
 };
 
 use super::context::{header_or_reply, later, ok, reply, BrokerCore};
-use super::metadata::DeleteGroup;
+use super::messages::DeleteGroup;
 use crate::remoting::server::Handled;
 
 /// Topics whose queues CLEAN_UNUSED_TOPIC keeps though `topics.json` does not name them

@@ -7,7 +7,7 @@
 //! `Broker2Client.getConsumeStatus` does (broker/…/client/net/Broker2Client.java).
 //!
 //! Flow: the handler asks the `ClientRegistry` for the consumer's connection
-//! ([`clients::FindConsumer`]), sends that `Connection` a [`Call`] with a copy of the request
+//! ([`messages::FindConsumer`]), sends that `Connection` a [`Call`] with a copy of the request
 //! (same code, extFields and body), and awaits the client's response on a oneshot channel for
 //! [`CALL_CLIENT_TIMEOUT`]. The client's response is the admin's response (its code, remark,
 //! extFields and body), with the admin request's opaque.
@@ -45,8 +45,8 @@ use actormq_core::protocol::header::{
 };
 use actormq_core::protocol::version::{version_desc, V3_0_7_SNAPSHOT};
 
-use super::clients;
 use super::context::{header_or_reply, later, reply, BrokerCore};
+use super::messages;
 use crate::remoting::server::{Call, Handled};
 
 /// How long the broker waits for a client's response (RocketMQ's `Broker2Client.callClient`).
@@ -108,7 +108,7 @@ impl BrokerCore {
         let h = header_or_reply!(GetConsumerRunningInfoRequestHeader, req);
         later(async move {
             let (group, id) = (h.consumer_group.as_str(), h.client_id.as_str());
-            let find = clients::FindConsumer {
+            let find = messages::FindConsumer {
                 group: group.to_string(),
                 client_id: id.to_string(),
             };
@@ -166,7 +166,7 @@ impl BrokerCore {
         later(async move {
             let consumers = match self
                 .clients
-                .send(clients::GroupConsumers(h.group.clone()))
+                .send(messages::GroupConsumers(h.group.clone()))
                 .await
             {
                 Ok(c) => c,
@@ -192,7 +192,7 @@ impl BrokerCore {
 /// an older client comes first.
 async fn collect_offsets(
     h: &GetConsumerStatusRequestHeader,
-    consumers: Vec<(String, clients::ClientChannel)>,
+    consumers: Vec<(String, messages::ClientChannel)>,
 ) -> Result<Vec<ClientOffsets>, String> {
     // UtilAll.isBlank: absent or only whitespace asks everyone; otherwise compared exactly.
     let origin = h.client_addr.as_deref().filter(|o| !o.trim().is_empty());
@@ -224,7 +224,7 @@ async fn collect_offsets(
 /// One consumer's answer to GET_CONSUMER_STATUS_FROM_CLIENT; `None` (logged) when it did not
 /// answer SUCCESS with a readable body in time.
 async fn ask_offsets(
-    ch: &clients::ClientChannel,
+    ch: &messages::ClientChannel,
     ask: RemotingCommand,
 ) -> Option<Vec<(MessageQueue, i64)>> {
     let why = match call_client(&ch.conn, ask, CONSUMER_STATUS_TIMEOUT).await {

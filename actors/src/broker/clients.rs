@@ -1,10 +1,13 @@
 //! `ClientRegistry` — the producers and consumers connected to this broker (RocketMQ's
 //! ProducerManager, ConsumerManager and RebalanceLockManager).
 //!
-//! In: [`Heartbeat`], [`UnregisterClient`], [`ConnectionClosed`], [`GetConsumerList`],
-//! [`LockBatch`], [`UnlockBatch`], [`GetConnections`], [`GetAllProducers`], [`FindConsumer`],
-//! [`GroupConsumers`], [`FindClient`], and a 10 s scan that drops clients silent for more than 120 s. Out: replies (the connection of a
-//! consumer or requester that the broker forwards a request to); NOTIFY_CONSUMER_IDS_CHANGED
+//! In (declared in [`super::messages`], with who sends them): [`Heartbeat`],
+//! [`UnregisterClient`], [`ConnectionClosed`], [`GetConsumerList`], [`LockBatch`],
+//! [`UnlockBatch`], [`GetConnections`], [`GetGroupConnection`], [`GetProducerConnection`],
+//! [`GetAllProducers`], [`PushToGroup`], [`ConsumerVersions`], [`FindConsumer`],
+//! [`GroupConsumers`], [`FindClient`], and a 10 s scan that drops clients silent for more than
+//! 120 s. Out: replies (the connection of a consumer or requester that the broker forwards a
+//! request to); NOTIFY_CONSUMER_IDS_CHANGED
 //! pushed to every client of a consumer group whose membership changed; a published
 //! [`SubscriptionView`] that pulls read lock-free to filter by the subscription a consumer
 //! registered in its heartbeat.
@@ -21,12 +24,17 @@ use actormq_core::protocol::admin::{
     Connection as ClientConnection, ConsumerConnection, ProducerConnection, ProducerInfo,
 };
 use actormq_core::protocol::body::{
-    ConsumeFromWhere, ConsumeType, HeartbeatData, MessageModel, MessageQueue, SubscriptionData,
+    ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue, SubscriptionData,
 };
 use actormq_core::protocol::codes::request_code;
 use actormq_core::protocol::command::RemotingCommand;
 use arc_swap::ArcSwap;
 
+use super::messages::{
+    ClientChannel, ClientInfo, ConnectionClosed, ConsumerVersions, FindClient, FindConsumer,
+    GetAllProducers, GetConnections, GetConsumerList, GetGroupConnection, GetProducerConnection,
+    GroupConsumers, Heartbeat, LockBatch, PushToGroup, UnlockBatch, UnregisterClient,
+};
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 use crate::remoting::server::{Connection, Push};
 
@@ -79,15 +87,6 @@ struct ConsumerGroup {
     consume_type: ConsumeType,
     message_model: MessageModel,
     consume_from_where: ConsumeFromWhere,
-}
-
-/// A registered client, for admin tools and metrics.
-#[derive(Clone, Debug)]
-pub struct ClientInfo {
-    pub client_id: String,
-    pub group: String,
-    pub addr: String,
-    pub is_consumer: bool,
 }
 
 #[derive(Default)]
@@ -172,19 +171,6 @@ impl Service for ClientRegistry {
     }
 }
 
-pub struct Heartbeat {
-    pub data: HeartbeatData,
-    pub conn_id: u64,
-    pub conn: ActorRef<Connection>,
-    pub addr: String,
-    pub language: &'static str,
-    pub version: i32,
-}
-/// Reply: whether any consumer group's subscriptions changed.
-impl Message for Heartbeat {
-    type Result = bool;
-}
-
 impl Serve<Heartbeat> for ClientRegistry {
     type Reply = Reply<Heartbeat>;
     fn serve(&mut self, m: Heartbeat, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -239,15 +225,6 @@ impl Serve<Heartbeat> for ClientRegistry {
     }
 }
 
-pub struct UnregisterClient {
-    pub client_id: String,
-    pub producer_group: Option<String>,
-    pub consumer_group: Option<String>,
-}
-impl Message for UnregisterClient {
-    type Result = ();
-}
-
 impl Serve<UnregisterClient> for ClientRegistry {
     type Reply = ();
     fn serve(&mut self, m: UnregisterClient, _: &mut Context<Metered<Self>>) {
@@ -272,21 +249,11 @@ impl Serve<UnregisterClient> for ClientRegistry {
     }
 }
 
-pub struct ConnectionClosed(pub u64);
-impl Message for ConnectionClosed {
-    type Result = ();
-}
-
 impl Serve<ConnectionClosed> for ClientRegistry {
     type Reply = ();
     fn serve(&mut self, m: ConnectionClosed, _: &mut Context<Metered<Self>>) {
         self.remove_where(|_, ch| ch.conn_id == m.0);
     }
-}
-
-pub struct GetConsumerList(pub String);
-impl Message for GetConsumerList {
-    type Result = Vec<String>;
 }
 
 impl Serve<GetConsumerList> for ClientRegistry {
@@ -300,15 +267,6 @@ impl Serve<GetConsumerList> for ClientRegistry {
         ids.sort();
         MessageResult(ids)
     }
-}
-
-pub struct LockBatch {
-    pub group: String,
-    pub client_id: String,
-    pub mqs: Vec<MessageQueue>,
-}
-impl Message for LockBatch {
-    type Result = Vec<MessageQueue>;
 }
 
 impl Serve<LockBatch> for ClientRegistry {
@@ -331,15 +289,6 @@ impl Serve<LockBatch> for ClientRegistry {
     }
 }
 
-pub struct UnlockBatch {
-    pub group: String,
-    pub client_id: String,
-    pub mqs: Vec<MessageQueue>,
-}
-impl Message for UnlockBatch {
-    type Result = ();
-}
-
 impl Serve<UnlockBatch> for ClientRegistry {
     type Reply = ();
     fn serve(&mut self, m: UnlockBatch, _: &mut Context<Metered<Self>>) {
@@ -354,12 +303,6 @@ impl Serve<UnlockBatch> for ClientRegistry {
             }
         }
     }
-}
-
-/// Every registered client (admin `consumerConnection`, connection gauges).
-pub struct GetConnections;
-impl Message for GetConnections {
-    type Result = Vec<ClientInfo>;
 }
 
 impl Serve<GetConnections> for ClientRegistry {
@@ -405,13 +348,6 @@ fn connection_set(clients: &HashMap<String, Channel>) -> Vec<ClientConnection> {
     set
 }
 
-/// A consumer group's online clients and subscriptions (GET_CONSUMER_CONNECTION_LIST); `None`
-/// when no client of the group is connected.
-pub struct GetGroupConnection(pub String);
-impl Message for GetGroupConnection {
-    type Result = Option<ConsumerConnection>;
-}
-
 impl Serve<GetGroupConnection> for ClientRegistry {
     type Reply = Reply<GetGroupConnection>;
     fn serve(&mut self, m: GetGroupConnection, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -430,13 +366,6 @@ impl Serve<GetGroupConnection> for ClientRegistry {
     }
 }
 
-/// A producer group's online clients (GET_PRODUCER_CONNECTION_LIST); `None` when no client of
-/// the group is connected.
-pub struct GetProducerConnection(pub String);
-impl Message for GetProducerConnection {
-    type Result = Option<ProducerConnection>;
-}
-
 impl Serve<GetProducerConnection> for ClientRegistry {
     type Reply = Reply<GetProducerConnection>;
     fn serve(&mut self, m: GetProducerConnection, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -450,17 +379,6 @@ impl Serve<GetProducerConnection> for ClientRegistry {
             });
         MessageResult(out)
     }
-}
-
-/// Every producer connection by group (GET_ALL_PRODUCER_INFO, RocketMQ 4.9.4's
-/// broker/.../client/ProducerManager.getProducerTable), groups of the client's own inner
-/// producer (CLIENT_INNER_PRODUCER) included, as there. `now_ms` is the wall clock the caller
-/// reads; a channel's last heartbeat is kept as an `Instant` and reported as epoch ms.
-pub struct GetAllProducers {
-    pub now_ms: i64,
-}
-impl Message for GetAllProducers {
-    type Result = BTreeMap<String, Vec<ProducerInfo>>;
 }
 
 impl Serve<GetAllProducers> for ClientRegistry {
@@ -494,17 +412,6 @@ impl Serve<GetAllProducers> for ClientRegistry {
     }
 }
 
-/// Push a oneway command to every online client of a consumer group (RESET_CONSUMER_CLIENT_OFFSET);
-/// replies with how many clients it was handed to. A full connection mailbox drops it for that
-/// client, which then keeps its own offsets — the stored offsets were already moved.
-pub struct PushToGroup {
-    pub group: String,
-    pub cmd: RemotingCommand,
-}
-impl Message for PushToGroup {
-    type Result = usize;
-}
-
 impl Serve<PushToGroup> for ClientRegistry {
     type Reply = Reply<PushToGroup>;
     fn serve(&mut self, m: PushToGroup, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -520,15 +427,6 @@ impl Serve<PushToGroup> for ClientRegistry {
     }
 }
 
-/// The `MQVersion` ordinals of a group's online consumers (empty: none online), which
-/// INVOKE_BROKER_TO_RESET_OFFSET checks before it changes anything (Broker2Client.resetOffset).
-pub struct ConsumerVersions {
-    pub group: String,
-}
-impl Message for ConsumerVersions {
-    type Result = Vec<i32>;
-}
-
 impl Serve<ConsumerVersions> for ClientRegistry {
     type Reply = Reply<ConsumerVersions>;
     fn serve(&mut self, m: ConsumerVersions, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -537,25 +435,6 @@ impl Serve<ConsumerVersions> for ClientRegistry {
         });
         MessageResult(versions)
     }
-}
-
-/// The connection of one consumer of a group (RocketMQ's `ConsumerManager.findChannel`), for a
-/// request the broker forwards to it (GET_CONSUMER_RUNNING_INFO); `None` when that client is not
-/// online in that group.
-pub struct FindConsumer {
-    pub group: String,
-    pub client_id: String,
-}
-
-/// A client's connection, the `MQVersion` ordinal of its heartbeat and its address.
-pub struct ClientChannel {
-    pub conn: ActorRef<Connection>,
-    pub version: i32,
-    pub addr: String,
-}
-
-impl Message for FindConsumer {
-    type Result = Option<ClientChannel>;
 }
 
 impl Serve<FindConsumer> for ClientRegistry {
@@ -572,15 +451,6 @@ impl Serve<FindConsumer> for ClientRegistry {
             });
         MessageResult(ch)
     }
-}
-
-/// Every online consumer of a group with its connection (RocketMQ's
-/// `ConsumerGroupInfo.getChannelInfoTable`), by client id; empty when none is online. For
-/// requests the broker sends to each of them (GET_CONSUMER_STATUS_FROM_CLIENT).
-pub struct GroupConsumers(pub String);
-
-impl Message for GroupConsumers {
-    type Result = Vec<(String, ClientChannel)>;
 }
 
 impl Serve<GroupConsumers> for ClientRegistry {
@@ -603,15 +473,6 @@ impl Serve<GroupConsumers> for ClientRegistry {
         all.sort_by(|a, b| a.0.cmp(&b.0));
         MessageResult(all)
     }
-}
-
-/// The connection a client id last sent a producer heartbeat through (RocketMQ's
-/// `ProducerManager.findChannel`, keyed by client id across groups): where a reply message for
-/// a requester (its `REPLY_TO_CLIENT` property) is pushed. `None` when no producer of that
-/// client is online.
-pub struct FindClient(pub String);
-impl Message for FindClient {
-    type Result = Option<ClientChannel>;
 }
 
 impl Serve<FindClient> for ClientRegistry {

@@ -4,8 +4,9 @@
 //! UNLOCK_BATCH_MQ (42), as RocketMQ 4.9.4's ClientManageProcessor, ConsumerManageProcessor and
 //! SendMessageProcessor answer them.
 //!
-//! Messages out: to [`super::clients::ClientRegistry`] (heartbeats, consumer lists, queue
-//! locks) and [`super::metadata::Metadata`] (groups, retry topics, offsets); a message sent back
+//! Messages out ([`super::messages`]): to [`super::clients::ClientRegistry`] (heartbeats,
+//! consumer lists, queue locks) and [`super::metadata::Metadata`] (groups, retry topics,
+//! offsets); a message sent back
 //! goes to the store as a new message of the retry or dead-letter topic.
 
 use std::rc::Rc;
@@ -24,9 +25,8 @@ use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::faq;
 use actormq_core::protocol::header::*;
 
-use super::clients;
 use super::context::{header_or_reply, later, ok, reply, BrokerCore};
-use super::metadata;
+use super::messages;
 use crate::remoting::server::{ConnInfo, Handled};
 
 impl BrokerCore {
@@ -46,21 +46,21 @@ impl BrokerCore {
             for c in &data.consumer_data_set {
                 let group = match self
                     .meta
-                    .send(metadata::EnsureGroup(c.group_name.clone()))
+                    .send(messages::EnsureGroup(c.group_name.clone()))
                     .await
                 {
                     Ok(Ok(Some(g))) => g,
                     _ => continue,
                 };
                 let retry = meta::retry_topic(&c.group_name);
-                let m = metadata::EnsureTopic {
+                let m = messages::EnsureTopic {
                     topic: retry,
                     queues: group.retry_queue_nums.max(1),
                     perm: PERM_READ | PERM_WRITE,
                 };
                 let _ = self.meta.send(m).await;
             }
-            let hb = clients::Heartbeat {
+            let hb = messages::Heartbeat {
                 data,
                 conn_id: conn.id,
                 conn: conn.conn.clone(),
@@ -77,7 +77,7 @@ impl BrokerCore {
         let h = header_or_reply!(UnregisterClientRequestHeader, req);
         let clients = self.clients.clone();
         later(async move {
-            let m = clients::UnregisterClient {
+            let m = messages::UnregisterClient {
                 client_id: h.client_id,
                 producer_group: h.producer_group,
                 consumer_group: h.consumer_group,
@@ -92,7 +92,7 @@ impl BrokerCore {
         let clients = self.clients.clone();
         later(async move {
             let ids = clients
-                .send(clients::GetConsumerList(h.consumer_group.clone()))
+                .send(messages::GetConsumerList(h.consumer_group.clone()))
                 .await
                 .unwrap_or_default();
             if ids.is_empty() {
@@ -117,7 +117,7 @@ impl BrokerCore {
         let reader = self.reader.clone();
         let hot_bytes = self.settings.load().hot_bytes;
         later(async move {
-            let m = metadata::QueryOffset {
+            let m = messages::QueryOffset {
                 group: h.consumer_group.clone(),
                 topic: h.topic.clone(),
                 queue_id: h.queue_id,
@@ -175,7 +175,7 @@ impl BrokerCore {
         }
         let meta = self.meta.clone();
         later(async move {
-            let m = metadata::CommitOffset {
+            let m = messages::CommitOffset {
                 group: h.consumer_group,
                 topic: h.topic,
                 queue_id: h.queue_id,
@@ -202,7 +202,7 @@ impl BrokerCore {
         req: &RemotingCommand,
         h: &ConsumerSendMsgBackRequestHeader,
     ) -> Result<RemotingCommand, RemotingCommand> {
-        let group = match self.meta.send(metadata::EnsureGroup(h.group.clone())).await {
+        let group = match self.meta.send(messages::EnsureGroup(h.group.clone())).await {
             Ok(Ok(Some(g))) => g,
             _ => {
                 return Err(reply(
@@ -234,7 +234,7 @@ impl BrokerCore {
             ));
         };
         let (topic, queues, delay) = send_back_target(h, &group, orig.reconsume_times);
-        let ensure = metadata::EnsureTopic {
+        let ensure = messages::EnsureTopic {
             topic: topic.clone(),
             queues,
             perm: PERM_READ | PERM_WRITE,
@@ -286,7 +286,7 @@ impl BrokerCore {
         };
         let clients = self.clients.clone();
         later(async move {
-            let m = clients::LockBatch {
+            let m = messages::LockBatch {
                 group: body.consumer_group,
                 client_id: body.client_id,
                 mqs: body.mq_set,
@@ -314,7 +314,7 @@ impl BrokerCore {
         };
         let clients = self.clients.clone();
         later(async move {
-            let m = clients::UnlockBatch {
+            let m = messages::UnlockBatch {
                 group: body.consumer_group,
                 client_id: body.client_id,
                 mqs: body.mq_set,

@@ -2,11 +2,11 @@
 //! files under `config/` (RocketMQ's TopicConfigManager, SubscriptionGroupManager and
 //! ConsumerOffsetManager).
 //!
-//! In: [`EnsureTopic`], [`CreateTopic`], [`DeleteTopic`], [`EnsureGroup`], [`UpdateGroup`],
-//! [`DeleteGroup`],
-//! [`CommitOffset`], [`QueryOffset`], [`GetOffsets`], [`PersistAll`], [`FromMaster`] (a slave's
-//! copy of its master's tables), a timer persisting offsets
-//! every `flushConsumerOffsetInterval`. Out: replies; after any topic change a fresh snapshot is
+//! In (declared in [`super::messages`], with who sends them): [`EnsureTopic`], [`CreateTopic`],
+//! [`DeleteTopic`], [`EnsureGroup`], [`UpdateGroup`], [`DeleteGroup`], [`CommitOffset`],
+//! [`QueryOffset`], [`GetOffsets`], [`GroupsOfTopic`], [`TouchTopics`], [`PersistAll`],
+//! [`FromMaster`] (a slave's copy of its master's tables), a timer persisting offsets every
+//! `flushConsumerOffsetInterval`. Out: replies; after any topic change a fresh snapshot is
 //! published to [`MetaView`] (read lock-free by every connection) and the registrar is asked to
 //! register again.
 //!
@@ -26,6 +26,10 @@ use actormq_core::meta::{
 };
 use arc_swap::ArcSwap;
 
+use super::messages::{
+    CommitOffset, CreateTopic, DeleteGroup, DeleteTopic, EnsureGroup, EnsureTopic, FromMaster,
+    GetOffsets, GroupsOfTopic, PersistAll, QueryOffset, TouchTopics, UpdateGroup,
+};
 use crate::fsutil::{load_with_backup, write_with_backup};
 use crate::metered::{Metered, Reply, Serve, Service};
 
@@ -93,7 +97,7 @@ pub struct Metadata {
 }
 
 /// Told of every topic change; returns a receiver answered once the name servers have the new
-/// table (the registrar's [`super::registrar::RegisterNow`] waiter).
+/// table (the registrar's [`super::messages::RegisterNow`] waiter).
 pub type TopicHook = Box<dyn Fn() -> Registered + Send + 'static>;
 /// Answered when the name servers have registered a topic change (an error = nobody listens).
 pub type Registered = tokio::sync::oneshot::Receiver<()>;
@@ -230,17 +234,6 @@ impl Service for Metadata {
     }
 }
 
-/// Returns the topic, creating it with `queues` queues and `perm` if it does not exist
-/// (retry and DLQ topics, auto-created topics).
-pub struct EnsureTopic {
-    pub topic: String,
-    pub queues: u32,
-    pub perm: u32,
-}
-impl Message for EnsureTopic {
-    type Result = std::io::Result<TopicConfig>;
-}
-
 impl Serve<EnsureTopic> for Metadata {
     type Reply = std::io::Result<TopicConfig>;
     fn serve(&mut self, m: EnsureTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -255,14 +248,6 @@ impl Serve<EnsureTopic> for Metadata {
         self.topics_changed()?;
         Ok(t)
     }
-}
-
-/// Creates or updates a topic (UPDATE_AND_CREATE_TOPIC). Answered once the name servers have
-/// the new table, as RocketMQ's AdminBrokerProcessor answers after
-/// `registerIncrementBrokerData`: a client routing right after `mqadmin updateTopic` finds it.
-pub struct CreateTopic(pub TopicConfig);
-impl Message for CreateTopic {
-    type Result = std::io::Result<()>;
 }
 
 impl Serve<CreateTopic> for Metadata {
@@ -290,11 +275,6 @@ impl Serve<CreateTopic> for Metadata {
     }
 }
 
-pub struct DeleteTopic(pub String);
-impl Message for DeleteTopic {
-    type Result = std::io::Result<bool>;
-}
-
 impl Serve<DeleteTopic> for Metadata {
     type Reply = std::io::Result<bool>;
     fn serve(&mut self, m: DeleteTopic, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -309,12 +289,6 @@ impl Serve<DeleteTopic> for Metadata {
         }
         Ok(existed)
     }
-}
-
-/// Returns the group, auto-creating it when `autoCreateSubscriptionGroup` is on.
-pub struct EnsureGroup(pub String);
-impl Message for EnsureGroup {
-    type Result = std::io::Result<Option<SubscriptionGroupConfig>>;
 }
 
 impl Serve<EnsureGroup> for Metadata {
@@ -336,11 +310,6 @@ impl Serve<EnsureGroup> for Metadata {
     }
 }
 
-pub struct UpdateGroup(pub SubscriptionGroupConfig);
-impl Message for UpdateGroup {
-    type Result = std::io::Result<()>;
-}
-
 impl Serve<UpdateGroup> for Metadata {
     type Reply = std::io::Result<()>;
     fn serve(&mut self, m: UpdateGroup, _: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -349,18 +318,6 @@ impl Serve<UpdateGroup> for Metadata {
             .insert(m.0.group_name.clone(), m.0);
         self.groups_changed()
     }
-}
-
-/// DELETE_SUBSCRIPTIONGROUP (207): the group's config goes (its file is written when it
-/// existed, as RocketMQ's `deleteSubscriptionGroupConfig`), and with `remove_offset` every
-/// `topic@group` offset of exactly this group (RocketMQ's `ConsumerOffsetManager.removeOffset`;
-/// persisted with the next offset flush). Replies whether the config existed.
-pub struct DeleteGroup {
-    pub group: String,
-    pub remove_offset: bool,
-}
-impl Message for DeleteGroup {
-    type Result = std::io::Result<bool>;
 }
 
 impl Serve<DeleteGroup> for Metadata {
@@ -384,19 +341,6 @@ impl Serve<DeleteGroup> for Metadata {
         }
         Ok(existed)
     }
-}
-
-/// A slave: the master's tables (RocketMQ's `SlaveSynchronize`). Topics and groups are replaced
-/// whole, with the master's data version, when that version differs from ours; offsets are
-/// merged in (the master's entry wins for each `topic@group`), as RocketMQ's `putAll`.
-pub enum FromMaster {
-    Topics(TopicTable),
-    Groups(GroupTable),
-    Offsets(ConsumerOffsets),
-}
-impl Message for FromMaster {
-    /// Whether anything changed.
-    type Result = std::io::Result<bool>;
 }
 
 impl Metadata {
@@ -449,31 +393,12 @@ impl Serve<FromMaster> for Metadata {
     }
 }
 
-pub struct CommitOffset {
-    pub group: String,
-    pub topic: String,
-    pub queue_id: i32,
-    pub offset: i64,
-}
-impl Message for CommitOffset {
-    type Result = ();
-}
-
 impl Serve<CommitOffset> for Metadata {
     type Reply = ();
     fn serve(&mut self, m: CommitOffset, _: &mut Context<Metered<Self>>) {
         self.offsets.set(&m.topic, &m.group, m.queue_id, m.offset);
         self.offsets_dirty = true;
     }
-}
-
-pub struct QueryOffset {
-    pub group: String,
-    pub topic: String,
-    pub queue_id: i32,
-}
-impl Message for QueryOffset {
-    type Result = Option<i64>;
 }
 
 impl Serve<QueryOffset> for Metadata {
@@ -483,24 +408,11 @@ impl Serve<QueryOffset> for Metadata {
     }
 }
 
-/// Every committed offset (admin tools, lag metrics).
-pub struct GetOffsets;
-impl Message for GetOffsets {
-    type Result = ConsumerOffsets;
-}
-
 impl Serve<GetOffsets> for Metadata {
     type Reply = Reply<GetOffsets>;
     fn serve(&mut self, _: GetOffsets, _: &mut Context<Metered<Self>>) -> Self::Reply {
         MessageResult(self.offsets.clone())
     }
-}
-
-/// The groups with a committed offset on a topic (QUERY_TOPIC_CONSUME_BY_WHO): their names
-/// only, not a copy of the table.
-pub struct GroupsOfTopic(pub String);
-impl Message for GroupsOfTopic {
-    type Result = Vec<String>;
 }
 
 impl Serve<GroupsOfTopic> for Metadata {
@@ -516,20 +428,6 @@ impl Serve<GroupsOfTopic> for Metadata {
             .collect();
         MessageResult(groups)
     }
-}
-
-/// Writes every table now (clean shutdown).
-pub struct PersistAll;
-impl Message for PersistAll {
-    type Result = std::io::Result<()>;
-}
-
-/// The topic table's dataVersion moves on (persisted, and the registrar told), with no topic
-/// changed: for a change in how the table is registered (`brokerPermission`), which the name
-/// servers take only with a new version.
-pub struct TouchTopics;
-impl Message for TouchTopics {
-    type Result = std::io::Result<()>;
 }
 
 impl Serve<TouchTopics> for Metadata {

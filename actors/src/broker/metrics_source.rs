@@ -10,8 +10,9 @@
 use actormq_core::meta::ConsumerOffsets;
 use futures_util::future::LocalBoxFuture;
 
-use super::clients::{ClientRegistry, GetConnections};
-use super::metadata::{GetOffsets, MetaView, Metadata};
+use super::clients::ClientRegistry;
+use super::messages::{GetConnections, GetOffsets};
+use super::metadata::{MetaView, Metadata};
 use crate::metered::ActorRef;
 use crate::metrics::{BrokerSource, Connections};
 

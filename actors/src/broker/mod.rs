@@ -5,8 +5,11 @@
 //! modules, by layer — each uses only those of the layers above it, and none uses a module that
 //! uses it back:
 //!
-//! - actors and shared state: [`metadata`], [`clients`], [`pull_hold`], [`registrar`],
-//!   [`slave_sync`], [`settings`], [`live_config`], [`rates`], [`store_stats`], [`send_batch`];
+//! - [`messages`]: every message of the broker's actors (and the data their replies carry), by
+//!   the actor that handles it — the broker's protocol in one file; it uses no other module here;
+//! - actors and shared state: [`metadata`], [`clients`], [`pull_hold`], [`registrar`] (each
+//!   keeps its handlers and imports its messages), [`slave_sync`], [`settings`],
+//!   [`live_config`], [`rates`], [`store_stats`], [`send_batch`];
 //! - the request path's per-thread state and reply helpers: [`context`] (`BrokerCore`);
 //! - the handlers, each an `impl BrokerCore` block: [`send`], [`pull`], [`query`], [`consumer`],
 //!   [`client_call`], [`reply`] (uses `send`, `client_call`), [`admin_store`], [`runtime_info`],
@@ -22,6 +25,7 @@ pub mod clients;
 pub mod consumer;
 pub mod context;
 pub mod live_config;
+pub mod messages;
 pub mod metadata;
 pub mod metrics_source;
 pub mod processor;

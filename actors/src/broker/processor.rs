@@ -22,9 +22,10 @@ use actormq_core::store::reader::StoreReader;
 use arc_swap::ArcSwap;
 
 use super::admin::ADMIN_CODES;
-use super::clients::{self, ClientRegistry, SubscriptionView};
+use super::clients::{ClientRegistry, SubscriptionView};
 use super::context::{ok, reply, BrokerCore};
 use super::live_config::LiveConfig;
+use super::messages;
 use super::metadata::{MetaView, Metadata};
 use super::pull_hold::PullHold;
 use super::rates::SharedRates;
@@ -110,7 +111,7 @@ impl Processor for BrokerProcessor {
         let clients = self.0.clients.clone();
         let id = conn.id;
         actix_rt::spawn(async move {
-            let _ = clients.send(clients::ConnectionClosed(id)).await;
+            let _ = clients.send(messages::ConnectionClosed(id)).await;
         });
     }
 }

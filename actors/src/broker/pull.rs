@@ -23,8 +23,8 @@ use actormq_core::store::reader::{GetLimits, GetResult, GetStatus, TagFilter};
 use bytes::{BufMut, BytesMut};
 
 use super::context::{header_or_reply, reply, BrokerCore};
-use super::metadata;
-use super::pull_hold::{hold, SuspendPull, LONG_POLLING_RECHECK};
+use super::messages::{self, SuspendPull};
+use super::pull_hold::{hold, LONG_POLLING_RECHECK};
 use super::settings::ProcessorSettings;
 use super::store_stats::Stats;
 use crate::remoting::server::{ConnInfo, Handled};
@@ -72,7 +72,7 @@ impl BrokerCore {
             return Handled::Later(Box::pin(async move {
                 match self
                     .meta
-                    .send(metadata::EnsureGroup(h.consumer_group.clone()))
+                    .send(messages::EnsureGroup(h.consumer_group.clone()))
                     .await
                 {
                     Ok(Ok(Some(g))) if !g.consume_enable => {
@@ -236,7 +236,7 @@ impl BrokerCore {
             && h.commit_offset >= 0
             && !self.store.params().broker_role.is_slave()
         {
-            let m = metadata::CommitOffset {
+            let m = messages::CommitOffset {
                 group: h.consumer_group.clone(),
                 topic: h.topic.clone(),
                 queue_id: h.queue_id,

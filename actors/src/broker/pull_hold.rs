@@ -1,8 +1,8 @@
 //! `PullHold` — parks long-poll pulls that found nothing and wakes them when messages arrive or
 //! their time is up (RocketMQ's PullRequestHoldService).
 //!
-//! In: [`SuspendPull`] (from a connection), [`MessagesArrived`] (from the ConsumeQueue builder,
-//! after each dispatched batch), and a 200 ms scan that checks deadlines and, as a safety net for
+//! In (declared in [`super::messages`]): [`SuspendPull`] (from a connection),
+//! [`MessagesArrived`] (from the ConsumeQueue builder, after each dispatched batch), and a 200 ms scan that checks deadlines and, as a safety net for
 //! a dropped notification, the queues' current max offsets. Out: [`Resume`] to the connection that
 //! owns the request, which runs it again with suspension disabled and replies.
 //!
@@ -18,9 +18,9 @@ use actix::prelude::*;
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::store::reader::StoreReader;
 
+use super::messages::{MessagesArrived, SuspendPull};
 use crate::metered::{ActorRef, Metered, Serve, Service};
 use crate::remoting::server::{Connection, Resume};
-use crate::store::cq_builder::Arrival;
 
 struct Parked {
     /// Resumed once the queue's max offset passes this.
@@ -28,19 +28,6 @@ struct Parked {
     deadline: Instant,
     request: RemotingCommand,
     conn: ActorRef<Connection>,
-}
-
-pub struct SuspendPull {
-    pub topic: String,
-    pub queue_id: i32,
-    /// Resumed once the queue's max offset passes this (see [`hold`]).
-    pub offset: u64,
-    pub deadline: Instant,
-    pub request: RemotingCommand,
-    pub conn: ActorRef<Connection>,
-}
-impl Message for SuspendPull {
-    type Result = ();
 }
 
 /// How often RocketMQ's hold service re-checks its parked pulls with long polling
@@ -65,11 +52,6 @@ pub fn hold(offset: u64, max_offset: u64, wait: Duration, recheck: Duration) -> 
     } else {
         (offset, wait)
     }
-}
-
-pub struct MessagesArrived(pub Vec<Arrival>);
-impl Message for MessagesArrived {
-    type Result = ();
 }
 
 pub struct PullHold {

@@ -2,8 +2,9 @@
 //! as RocketMQ's `BrokerController.registerBrokerAll` does.
 //!
 //! Owns one [`RemotingClient`] per name server address and that server's registration status.
-//! In: its own period tick, [`RegisterNow`] (a topic was created; optionally with a waiter),
-//! [`UnregisterAll`] (clean shutdown), [`GetRegistrations`]. Out: REGISTER_BROKER (103) / UNREGISTER_BROKER (104) requests.
+//! In: its own period tick and (declared in [`super::messages`]) [`RegisterNow`] (a topic was
+//! created; optionally with a waiter), [`UnregisterAll`] (clean shutdown), [`GetRegistrations`].
+//! Out: REGISTER_BROKER (103) / UNREGISTER_BROKER (104) requests.
 //!
 //! Invariants:
 //! * Registers at start, then every `period`, then at once on [`RegisterNow`]. Each request
@@ -40,6 +41,8 @@ use actormq_core::protocol::header::{
     RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
 };
 
+// Re-exported: tests drive the registrar through these paths.
+pub use super::messages::{GetRegistrations, NamesrvStatus, RegisterNow, UnregisterAll};
 use crate::metered::{Metered, Reply, Serve, Service};
 use crate::remoting::client::RemotingClient;
 
@@ -63,45 +66,6 @@ pub struct BrokerIdentity {
 
 /// Source of the topic table to register (read at each registration).
 pub type TopicSource = Arc<dyn Fn() -> TopicTable + Send + Sync>;
-
-/// Register with every name server now (a topic was created or changed). The topic table's
-/// dataVersion must have moved, or name servers keep the queue data they have. The sender, if
-/// any, is answered once every name server has answered a registration started after this
-/// message (or failed it); dropping it unanswered means the registrar is gone.
-#[derive(Default)]
-pub struct RegisterNow(pub Option<tokio::sync::oneshot::Sender<()>>);
-impl Message for RegisterNow {
-    type Result = ();
-}
-
-/// Unregister from every name server (clean shutdown) and stop registering. Replies with how
-/// many name servers acknowledged.
-pub struct UnregisterAll;
-impl Message for UnregisterAll {
-    type Result = usize;
-}
-
-/// The registration status of each name server, in configuration order.
-pub struct GetRegistrations;
-impl Message for GetRegistrations {
-    type Result = Vec<NamesrvStatus>;
-}
-
-/// How registering with one name server is going.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NamesrvStatus {
-    pub addr: String,
-    /// Registrations the name server answered SUCCESS to.
-    pub successes: u64,
-    pub failures: u64,
-    /// The last attempt failed.
-    pub failing: bool,
-    pub last_error: Option<String>,
-    pub last_success: Option<Instant>,
-    /// For a slave: the master's address and HA address, as the name server last said.
-    pub master_addr: Option<String>,
-    pub master_ha_server_addr: Option<String>,
-}
 
 struct Target {
     client: Option<RemotingClient>,

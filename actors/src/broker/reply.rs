@@ -6,7 +6,7 @@
 //! these codes. The broker pushes it to the requester — PUSH_REPLY_MESSAGE_TO_CLIENT (326,
 //! header [`ReplyMessageRequestHeader`], body the message body) on the connection the client id
 //! in the message's `REPLY_TO_CLIENT` property last sent a producer heartbeat through
-//! ([`clients::FindClient`]), awaiting the requester's response through
+//! ([`messages::FindClient`]), awaiting the requester's response through
 //! [`super::client_call::call_client`] — and stores it (RocketMQ's `storeReplyMessageEnable`,
 //! on by default and always on here) through the ordinary SEND path, so the reply topic's
 //! consumers and queries see it.
@@ -30,8 +30,8 @@ use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{ReplyMessageRequestHeader, SendMessageRequestHeader};
 
 use super::client_call::{call_client, CallOutcome, CALL_CLIENT_TIMEOUT};
-use super::clients;
 use super::context::{later, reply, BrokerCore};
+use super::messages;
 use crate::remoting::server::{ConnInfo, Handled};
 
 impl BrokerCore {
@@ -100,7 +100,7 @@ impl BrokerCore {
                 names::REPLY_TO_CLIENT
             ));
         };
-        let ch = match self.clients.send(clients::FindClient(to.clone())).await {
+        let ch = match self.clients.send(messages::FindClient(to.clone())).await {
             Ok(Some(ch)) => ch,
             _ => {
                 let remark = format!("push reply message fail, channel of <{to}> not found.");

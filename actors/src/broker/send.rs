@@ -30,7 +30,7 @@ use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::check_send_topic;
 
 use super::context::{later, reply, BrokerCore};
-use super::metadata;
+use super::messages;
 use super::store_stats::Stats;
 use crate::metrics::MessageType;
 use crate::remoting::server::{ConnInfo, Handled};
@@ -71,7 +71,7 @@ impl BrokerCore {
         if topic.starts_with(meta::RETRY_GROUP_TOPIC_PREFIX)
             || topic.starts_with(meta::DLQ_GROUP_TOPIC_PREFIX)
         {
-            let m = metadata::EnsureTopic {
+            let m = messages::EnsureTopic {
                 topic: topic.to_string(),
                 queues: 1,
                 perm: PERM_READ | PERM_WRITE,
@@ -97,7 +97,7 @@ impl BrokerCore {
             ));
         };
         let queues = (default_queues.max(1) as u32).min(default.write_queue_nums.max(1));
-        let m = metadata::EnsureTopic {
+        let m = messages::EnsureTopic {
             topic: topic.to_string(),
             queues,
             perm: PERM_READ | PERM_WRITE,
@@ -254,7 +254,7 @@ impl BrokerCore {
         let group_name = &h.topic[meta::RETRY_GROUP_TOPIC_PREFIX.len()..];
         let group = match self
             .meta
-            .send(metadata::EnsureGroup(group_name.to_string()))
+            .send(messages::EnsureGroup(group_name.to_string()))
             .await
         {
             Ok(Ok(Some(g))) => g,

@@ -19,7 +19,8 @@ use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::store::schedule::DelayOffsets;
 
-use super::metadata::{FromMaster, Metadata};
+use super::messages::FromMaster;
+use super::metadata::Metadata;
 use crate::metered::ActorRef;
 use crate::remoting::client::RemotingClient;
 use crate::store::Store;

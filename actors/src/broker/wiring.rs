@@ -31,11 +31,12 @@ use tokio::net::TcpListener;
 
 use super::clients::{ClientRegistry, SubscriptionView};
 use super::live_config::LiveConfig;
-use super::metadata::{MetaSettings, MetaView, Metadata, PersistAll};
+use super::messages::{MessagesArrived, PersistAll, RegisterNow, UnregisterAll};
+use super::metadata::{MetaSettings, MetaView, Metadata};
 use super::metrics_source::ActorSource;
 use super::processor::BrokerProcessorFactory;
-use super::pull_hold::{MessagesArrived, PullHold};
-use super::registrar::{BrokerIdentity, RegisterNow, Registrar, UnregisterAll};
+use super::pull_hold::PullHold;
+use super::registrar::{BrokerIdentity, Registrar};
 use super::settings::ProcessorSettings;
 use super::slave_sync;
 use crate::metered::{start_on, ActorRef};
