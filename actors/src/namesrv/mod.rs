@@ -9,11 +9,9 @@
 //!   the name server's configuration ([`crate::namesrv::config`]) and RocketMQ's KV config table
 //!   ([`crate::namesrv::kv`], whose ORDER_TOPIC_CONFIG namespace gives a route its
 //!   `orderTopicConf` when `orderMessageEnable` is on, as 4.9.4's `getRouteInfoByTopic`). In:
-//!   [`RegisterBroker`], [`UnregisterBroker`], [`RegisterTopic`], [`ConnectionClosed`],
-//!   [`GetRoute`], [`GetClusterInfo`], [`GetAllTopics`], [`DeleteTopic`], [`SetWritePerm`],
-//!   [`PutKvConfig`], [`GetKvConfig`], [`DeleteKvConfig`], [`GetKvList`], [`NamesrvConfigRequest`],
-//!   [`QueryDataVersion`], [`GetTopicList`],
-//!   and its own scan tick. Out: replies only — it never sends anything. Its only blocking work
+//!   the messages of [`messages`] (each declared there with the request it serves and what its
+//!   reply means; handled here and, for 322, 224, 304 and 311–313, in [`queries`]) and its own
+//!   scan tick. Out: replies only — it never sends anything. Its only blocking work
 //!   is writing `kvConfig.json` after a KV change and the configuration after an update (rare
 //!   admin requests; RocketMQ writes them under its lock the same way).
 //! * [`NamesrvProcessor`] maps remoting requests (100, 101, 102, 103, 104, 105, 106, 205, 206,
@@ -65,150 +63,19 @@ use crate::remoting::server::{serve, ConnInfo, Handled, Processor};
 
 pub mod config;
 pub mod kv;
+pub mod messages;
 mod queries;
-pub use queries::{DataVersionAnswer, GetTopicList, QueryDataVersion, TopicListQuery};
+
+use messages::{
+    ConnectionClosed, DeleteKvConfig, DeleteTopic, GetAllTopics, GetClusterInfo, GetKvConfig,
+    GetKvList, GetRoute, NamesrvConfigRequest, PutKvConfig, RegisterBroker, RegisterBrokerResult,
+    RegisterTopic, SetWritePerm, UnregisterBroker,
+};
 
 /// RocketMQ's `scanNotActiveBrokerInterval` (5.x).
 pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(5);
 /// RocketMQ's `BROKER_CHANNEL_EXPIRED_TIME`.
 pub const DEFAULT_BROKER_EXPIRY: Duration = Duration::from_secs(120);
-
-// ---------------------------------------------------------------------------------------------
-// Messages
-
-/// A broker's REGISTER_BROKER, decoded and checked (CRC, compression) by the processor.
-pub struct RegisterBroker {
-    pub header: RegisterBrokerRequestHeader,
-    pub body: RegisterBrokerBody,
-    /// The connection it came through, so closing that connection can drop the broker.
-    pub conn_id: Option<u64>,
-}
-
-/// What a registering broker learns: for a slave, its live master's HA address and address;
-/// for every broker, the KV table's ORDER_TOPIC_CONFIG namespace (`None` if never made), which
-/// 4.9.4 sends as the REGISTER_BROKER response body (`DefaultRequestProcessor.registerBroker*`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RegisterBrokerResult {
-    pub ha_server_addr: Option<String>,
-    pub master_addr: Option<String>,
-    pub order_topic_config: Option<BTreeMap<String, String>>,
-}
-
-impl Message for RegisterBroker {
-    type Result = RegisterBrokerResult;
-}
-
-/// UNREGISTER_BROKER (a broker shutting down cleanly).
-pub struct UnregisterBroker(pub UnregisterBrokerRequestHeader);
-impl Message for UnregisterBroker {
-    type Result = ();
-}
-
-/// REGISTER_TOPIC_IN_NAMESRV: queue data for one topic, sent after a broker auto-creates it.
-pub struct RegisterTopic {
-    pub topic: String,
-    /// An empty `broker_name` means "the master(s) registered through `conn_id`" (bodies that
-    /// carry a topic config rather than queue data do not name their broker).
-    pub queue_datas: Vec<QueueData>,
-    pub conn_id: Option<u64>,
-}
-impl Message for RegisterTopic {
-    type Result = ();
-}
-
-/// A remoting connection closed: brokers that registered through it are gone.
-pub struct ConnectionClosed(pub u64);
-impl Message for ConnectionClosed {
-    type Result = ();
-}
-
-/// The route of a topic, `None` when no live broker serves it. With `orderMessageEnable` on, it
-/// carries the topic's `orderTopicConf` from the KV table.
-pub struct GetRoute(pub String);
-impl Message for GetRoute {
-    type Result = Option<TopicRouteData>;
-}
-
-pub struct GetClusterInfo;
-impl Message for GetClusterInfo {
-    type Result = ClusterInfo;
-}
-
-/// DELETE_TOPIC_IN_NAMESRV: drop a topic's queue data, of one cluster's brokers or of all.
-/// Replies with how many brokers' entries went.
-pub struct DeleteTopic {
-    pub topic: String,
-    pub cluster: Option<String>,
-}
-impl Message for DeleteTopic {
-    type Result = usize;
-}
-
-/// WIPE_WRITE_PERM_OF_BROKER (`write: false`) and ADD_WRITE_PERM_OF_BROKER (`write: true`), as
-/// `mqadmin wipeWritePerm` / `addWritePerm` send them: the write bit of every topic's queue data
-/// of a broker name goes (producers stop choosing it, consumers drain it) or comes back as
-/// read+write. Kept until the broker's topic table changes (its next dataVersion), as in
-/// RocketMQ. Replies with how many topics were changed.
-pub struct SetWritePerm {
-    pub broker_name: String,
-    pub write: bool,
-}
-impl Message for SetWritePerm {
-    type Result = usize;
-}
-
-/// Every topic with queue data, sorted.
-pub struct GetAllTopics;
-impl Message for GetAllTopics {
-    type Result = Vec<String>;
-}
-
-/// PUT_KV_CONFIG: set a key (the table is then written to `kvConfigPath`). `Err` is a remark: the
-/// value is set in memory but the file could not be written.
-pub struct PutKvConfig {
-    pub namespace: String,
-    pub key: String,
-    pub value: String,
-}
-impl Message for PutKvConfig {
-    type Result = Result<(), String>;
-}
-
-/// GET_KV_CONFIG: a key's value, `None` if the namespace or key does not exist.
-pub struct GetKvConfig {
-    pub namespace: String,
-    pub key: String,
-}
-impl Message for GetKvConfig {
-    type Result = Option<String>;
-}
-
-/// DELETE_KV_CONFIG: remove a key (the table is then written when something went). `Err` as
-/// for [`PutKvConfig`].
-pub struct DeleteKvConfig {
-    pub namespace: String,
-    pub key: String,
-}
-impl Message for DeleteKvConfig {
-    type Result = Result<(), String>;
-}
-
-/// GET_KVLIST_BY_NAMESPACE: every key of a namespace, `None` if it was never made.
-pub struct GetKvList(pub String);
-impl Message for GetKvList {
-    type Result = Option<BTreeMap<String, String>>;
-}
-
-/// GET_NAMESRV_CONFIG (`update: false`) or UPDATE_NAMESRV_CONFIG (`update: true`), answered
-/// by the registry's [`NamesrvConfig`]; `peer` is who asked, for the log.
-pub struct NamesrvConfigRequest {
-    pub req: RemotingCommand,
-    pub peer: String,
-    pub update: bool,
-}
-impl Message for NamesrvConfigRequest {
-    type Result = RemotingCommand;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The registry

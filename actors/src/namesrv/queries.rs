@@ -13,8 +13,8 @@
 //!   GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313): topics whose first queue data has the unit flag,
 //!   the unit-sub flag, or the unit-sub flag without the unit flag (`TopicSysFlag`).
 //!
-//! In: [`QueryDataVersion`], [`GetTopicList`] (registry messages), the six request codes (the
-//! processor). Out: replies only. Lists are `TopicList` bodies (`{"topicList":[…]}`, with
+//! In: [`QueryDataVersion`], [`GetTopicList`] (registry messages, declared in
+//! [`super::messages`]), the six request codes (the processor). Out: replies only. Lists are `TopicList` bodies (`{"topicList":[…]}`, with
 //! `brokerAddr` first when set); as everywhere in ActorMQ they come out sorted where 4.9.4's
 //! `HashSet` iterates by hash bucket (see `protocol/body.rs`). Where 4.9.4 takes the first entry
 //! of a `HashMap` (304's `brokerAddr`, a topic's first queue data), [`java_first`] picks the one
@@ -36,6 +36,7 @@ use actormq_core::protocol::header::{
 };
 use std::time::Instant;
 
+use super::messages::{DataVersionAnswer, GetTopicList, QueryDataVersion, TopicListQuery};
 use super::{system_error, with_json, NamesrvProcessor, RouteRegistry};
 use crate::metered::{Metered, Reply, Serve};
 use crate::remoting::server::Handled;
@@ -44,42 +45,6 @@ use crate::remoting::server::Handled;
 const FLAG_UNIT: i32 = 0x1;
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;
-
-/// QUERY_DATA_VERSION: does `data_version` (`None`: the body was JSON `null`) differ from what
-/// `broker_addr` last registered?
-pub struct QueryDataVersion {
-    /// `None`: a request without extFields, which 4.9.4 reads as a null address (unknown).
-    pub broker_addr: Option<String>,
-    pub data_version: Option<DataVersion>,
-}
-
-/// The answer: `changed`, and the version the name server holds for the address, if any.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataVersionAnswer {
-    pub changed: bool,
-    pub current: Option<DataVersion>,
-}
-
-impl Message for QueryDataVersion {
-    type Result = DataVersionAnswer;
-}
-
-/// Which topic list GET_TOPICS_BY_CLUSTER and 304/311/312/313 ask for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TopicListQuery {
-    /// `None`: a request without extFields, which 4.9.4 reads as a null cluster.
-    ByCluster(Option<String>),
-    System,
-    Unit,
-    HasUnitSub,
-    HasUnitSubUnUnit,
-}
-
-/// One of the topic lists of [`TopicListQuery`].
-pub struct GetTopicList(pub TopicListQuery);
-impl Message for GetTopicList {
-    type Result = TopicList;
-}
 
 /// The initial capacity of 4.9.4's brokerAddrTable.
 const BROKER_ADDR_TABLE_CAPACITY: usize = 128;
@@ -311,7 +276,8 @@ impl NamesrvProcessor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::namesrv::{RegisterBroker, DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
+    use crate::namesrv::messages::RegisterBroker;
+    use crate::namesrv::{DEFAULT_BROKER_EXPIRY, DEFAULT_SCAN_INTERVAL};
     use actormq_core::protocol::body::{
         RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper,
     };
