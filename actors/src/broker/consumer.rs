@@ -20,7 +20,7 @@ use actormq_core::protocol::body::{
     parse_java_json, to_json_bytes, ConsumerListBody, HeartbeatData, LockBatchRequestBody,
     LockBatchResponseBody, UnlockBatchRequestBody,
 };
-use actormq_core::protocol::codes::response_code as rc;
+use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::faq;
 use actormq_core::protocol::header::*;
@@ -273,54 +273,55 @@ impl BrokerCore {
         }
     }
 
-    pub(super) fn lock_batch(&self, req: RemotingCommand) -> Handled {
-        let body: LockBatchRequestBody = match parse_java_json(&req.body) {
+    /// LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42), as 4.9.4's AdminBrokerProcessor
+    /// `lockBatchMQ` / `unlockBatchMQ`: the two bodies are the same fields (group, client id,
+    /// queues; a class each in 4.9.4), read alike — one that does not parse is SYSTEM_ERROR
+    /// `invalid lock body: …` / `invalid unlock body: …`. A lock answers the queues the client
+    /// holds now (none when the registry is gone), an unlock SUCCESS alone.
+    pub(super) fn queue_locks(&self, req: RemotingCommand) -> Handled {
+        let lock = req.code == rq::LOCK_BATCH_MQ;
+        let body = if lock {
+            parse_java_json::<LockBatchRequestBody>(&req.body)
+                .map(|b| (b.consumer_group, b.client_id, b.mq_set))
+        } else {
+            parse_java_json::<UnlockBatchRequestBody>(&req.body)
+                .map(|b| (b.consumer_group, b.client_id, b.mq_set))
+        };
+        let (group, client_id, mqs) = match body {
             Ok(b) => b,
             Err(e) => {
+                let what = if lock { "lock" } else { "unlock" };
                 return Handled::Reply(reply(
                     &req,
                     rc::SYSTEM_ERROR,
-                    format!("invalid lock body: {e}"),
-                ))
+                    format!("invalid {what} body: {e}"),
+                ));
             }
         };
         let clients = self.clients.clone();
         later(async move {
-            let m = messages::LockBatch {
-                group: body.consumer_group,
-                client_id: body.client_id,
-                mqs: body.mq_set,
-            };
-            let locked = clients.send(m).await.unwrap_or_default();
-            match to_json_bytes(&LockBatchResponseBody {
-                lock_ok_mq_set: locked,
-            }) {
-                Ok(b) => ok(&req).with_body(b),
-                Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+            if lock {
+                let m = messages::LockBatch {
+                    group,
+                    client_id,
+                    mqs,
+                };
+                let locked = clients.send(m).await.unwrap_or_default();
+                match to_json_bytes(&LockBatchResponseBody {
+                    lock_ok_mq_set: locked,
+                }) {
+                    Ok(b) => ok(&req).with_body(b),
+                    Err(e) => reply(&req, rc::SYSTEM_ERROR, e.to_string()),
+                }
+            } else {
+                let m = messages::UnlockBatch {
+                    group,
+                    client_id,
+                    mqs,
+                };
+                let _ = clients.send(m).await;
+                ok(&req)
             }
-        })
-    }
-
-    pub(super) fn unlock_batch(&self, req: RemotingCommand) -> Handled {
-        let body: UnlockBatchRequestBody = match parse_java_json(&req.body) {
-            Ok(b) => b,
-            Err(e) => {
-                return Handled::Reply(reply(
-                    &req,
-                    rc::SYSTEM_ERROR,
-                    format!("invalid unlock body: {e}"),
-                ))
-            }
-        };
-        let clients = self.clients.clone();
-        later(async move {
-            let m = messages::UnlockBatch {
-                group: body.consumer_group,
-                client_id: body.client_id,
-                mqs: body.mq_set,
-            };
-            let _ = clients.send(m).await;
-            ok(&req)
         })
     }
 }
@@ -398,5 +399,95 @@ fn sent_back(orig: &RecordView<'_>, topic: String, queue_id: i32, delay: i32) ->
         properties: props,
         // Stored with WAIT=false (above), as RocketMQ does: no flush or slave to wait for.
         wait_store_msg_ok: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use actormq_core::protocol::body::{
+        parse_java_json, to_json_bytes, LockBatchRequestBody, LockBatchResponseBody, MessageQueue,
+        UnlockBatchRequestBody,
+    };
+    use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
+    use actormq_core::protocol::command::RemotingCommand;
+
+    use crate::broker::testing::TestBroker;
+    use crate::remoting::client::RemotingClient;
+
+    fn mqs(ids: &[i32]) -> Vec<MessageQueue> {
+        ids.iter()
+            .map(|&queue_id| MessageQueue {
+                broker_name: "broker-a".into(),
+                queue_id,
+                topic: "T".into(),
+            })
+            .collect()
+    }
+
+    fn lock(client_id: &str, ids: &[i32]) -> RemotingCommand {
+        let body = LockBatchRequestBody {
+            client_id: client_id.into(),
+            consumer_group: "G".into(),
+            mq_set: mqs(ids),
+            only_this_broker: true,
+        };
+        RemotingCommand::new_request(rq::LOCK_BATCH_MQ).with_body(to_json_bytes(&body).unwrap())
+    }
+
+    fn unlock(client_id: &str, ids: &[i32]) -> RemotingCommand {
+        let body = UnlockBatchRequestBody {
+            client_id: client_id.into(),
+            consumer_group: "G".into(),
+            mq_set: mqs(ids),
+            only_this_broker: true,
+        };
+        RemotingCommand::new_request(rq::UNLOCK_BATCH_MQ).with_body(to_json_bytes(&body).unwrap())
+    }
+
+    async fn call(c: &RemotingClient, req: RemotingCommand) -> RemotingCommand {
+        c.invoke(req, Duration::from_secs(30))
+            .await
+            .expect("a response")
+    }
+
+    async fn locked(c: &RemotingClient, req: RemotingCommand) -> Vec<i32> {
+        let resp = call(c, req).await;
+        assert_eq!(resp.code, rc::SUCCESS, "{:?}", resp.remark);
+        let body: LockBatchResponseBody = parse_java_json(&resp.body).unwrap();
+        let mut ids: Vec<i32> = body.lock_ok_mq_set.iter().map(|q| q.queue_id).collect();
+        ids.sort();
+        ids
+    }
+
+    /// LOCK_BATCH_MQ and UNLOCK_BATCH_MQ through their one handler, over the wire: a lock
+    /// answers the queues the client holds, an unlock SUCCESS without a body, and a body that
+    /// does not parse SYSTEM_ERROR naming which request it was.
+    #[actix_rt::test]
+    async fn queue_locks_lock_unlock_and_refuse_a_bad_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = TestBroker::start(dir.path(), &[]).unwrap();
+        let c = RemotingClient::connect(&b.broker_addr).await.unwrap();
+        assert_eq!(locked(&c, lock("A", &[0, 1])).await, [0, 1]);
+        assert_eq!(locked(&c, lock("B", &[1, 2])).await, [2], "queue 1 is A's");
+        let resp = call(&c, unlock("A", &[1])).await;
+        assert_eq!((resp.code, resp.body.len()), (rc::SUCCESS, 0));
+        assert_eq!(
+            locked(&c, lock("B", &[1])).await,
+            [1],
+            "A let go of queue 1"
+        );
+        for (code, what) in [(rq::LOCK_BATCH_MQ, "lock"), (rq::UNLOCK_BATCH_MQ, "unlock")] {
+            let bad = RemotingCommand::new_request(code).with_body(&b"[1"[..]);
+            let resp = call(&c, bad).await;
+            assert_eq!(resp.code, rc::SYSTEM_ERROR);
+            let remark = resp.remark.unwrap_or_default();
+            assert!(
+                remark.starts_with(&format!("invalid {what} body: ")),
+                "{remark}"
+            );
+        }
+        b.stop();
     }
 }
