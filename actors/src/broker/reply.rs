@@ -30,23 +30,14 @@ use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{ReplyMessageRequestHeader, SendMessageRequestHeader};
 
 use super::client_call::{call_client, CallOutcome, CALL_CLIENT_TIMEOUT};
-use super::context::{later, reply, BrokerCore};
+use super::context::{header_or_reply, later, reply, BrokerCore};
 use super::messages;
 use crate::remoting::server::{ConnInfo, Handled};
 
 impl BrokerCore {
     /// SEND_REPLY_MESSAGE / SEND_REPLY_MESSAGE_V2.
     pub(super) fn send_reply(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
-        let h = match SendMessageRequestHeader::from_command(&req) {
-            Ok(h) => h,
-            Err(e) => {
-                return Handled::Reply(reply(
-                    &req,
-                    rc::SYSTEM_ERROR,
-                    format!("invalid request header: {e}"),
-                ))
-            }
-        };
+        let h = header_or_reply!(SendMessageRequestHeader, req);
         let born = conn.peer;
         let now_ms = self.now_ms();
         // The store goes through the SEND path, which runs its checks now; a refusal there is

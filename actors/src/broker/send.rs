@@ -29,7 +29,7 @@ use actormq_core::protocol::header::{SendHeaderRef, SendMessageResponseHeader};
 use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::check_send_topic;
 
-use super::context::{later, reply, BrokerCore};
+use super::context::{header_or_reply, later, reply, BrokerCore};
 use super::messages;
 use super::store_stats::Stats;
 use crate::metrics::MessageType;
@@ -146,16 +146,7 @@ impl BrokerCore {
 
     pub(super) fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
         let arrived = Instant::now();
-        let h = match SendHeaderRef::from_command(&req) {
-            Ok(h) => h,
-            Err(e) => {
-                return Handled::Reply(reply(
-                    &req,
-                    rc::SYSTEM_ERROR,
-                    format!("invalid request header: {e}"),
-                ))
-            }
-        };
+        let h = header_or_reply!(SendHeaderRef, req);
         let props = SendProps::scan(h.properties);
         if let Some(refused) = self.send_refused(&req, &h, &props) {
             return Handled::Reply(refused);
