@@ -79,10 +79,10 @@ const LOCKS: &[(&str, usize, &str)] = &[
 /// code, why the runtime does not run it).
 const THREADS: &[(&str, usize, &str)] = &[
     (
-        "src/store/mapped_file.rs",
+        "actors/src/store/parallel_io.rs",
         2,
-        "in_parallel: scoped helpers overlap the blocking fsyncs of many new ConsumeQueue files \
-         (issue #33: threads to belong to the runtime, not the core)",
+        "Threaded, the runtime's ParallelIo: scoped helpers overlap the blocking fsyncs of many \
+         new ConsumeQueue files (the core hands such batches to its caller)",
     ),
     (
         "actors/src/broker/testing.rs",

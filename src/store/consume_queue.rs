@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::mapped_file::{in_parallel, sync_dir, MappedFile, Warm, PARALLEL_IO_THREADS};
+use super::mapped_file::{map_jobs, sync_dir, MappedFile, ParallelIo, Sequential, Warm};
 use super::mapped_file_queue::{FileQueueView, MappedFileQueue};
 use super::queue_table::QueueMaxTable;
 use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
@@ -744,6 +744,8 @@ pub struct ConsumeQueueStore {
     /// [`ConsumeQueueStore::take_cuts`]. `None` once taken: a queue opened later (at runtime)
     /// and cut deletes its later files at once.
     cuts: Option<Vec<CutQueue>>,
+    /// How batches of file creations and syncs run ([`ConsumeQueueStore::set_parallel_io`]).
+    io: Arc<dyn ParallelIo>,
 }
 
 /// A queue cut at load where a file was missing between two others (an operator, a disk fault):
@@ -804,6 +806,7 @@ impl ConsumeQueueStore {
             repairing: false,
             repaired: 0,
             cuts: Some(Vec::new()),
+            io: Arc::new(Sequential),
         };
         for topic_dir in std::fs::read_dir(root)? {
             let topic_dir = topic_dir?;
@@ -822,6 +825,17 @@ impl ConsumeQueueStore {
             }
         }
         Ok(store)
+    }
+
+    /// Runs batches of blocking file-system calls — the files of [`prepare_files`], the syncs of
+    /// [`flush`] and [`sync_all`] — through `io` (the runtime overlaps them on threads); one
+    /// after another until set.
+    ///
+    /// [`prepare_files`]: ConsumeQueueStore::prepare_files
+    /// [`flush`]: ConsumeQueueStore::flush
+    /// [`sync_all`]: ConsumeQueueStore::sync_all
+    pub fn set_parallel_io(&mut self, io: Arc<dyn ParallelIo>) {
+        self.io = io;
     }
 
     /// The queues cut at a gap at load (see [`CutQueue`]), handed over once.
@@ -1015,8 +1029,9 @@ impl ConsumeQueueStore {
         Ok(())
     }
 
-    /// Makes every planned file, queues side by side on up to [`PARALLEL_IO_THREADS`] threads
-    /// and each queue's files in order, one after the other, stopping at its first failure: so
+    /// Makes every planned file, queues side by side (one job each through the store's
+    /// [`ParallelIo`]) and each queue's files in order, one after the other, stopping at its
+    /// first failure: so
     /// on disk a queue's files never have a hole, whatever fails or wherever a crash cuts. Each
     /// becomes its queue's spare, taken by the unit that starts it. A file not made is left to
     /// [`ConsumeQueueStore::put`], which makes it when its unit comes and reports its error
@@ -1033,7 +1048,7 @@ impl ConsumeQueueStore {
             }
         }
         let size = self.file_size;
-        let made = in_parallel(&jobs, PARALLEL_IO_THREADS, |(_, _, dir, froms)| {
+        let made = map_jobs(&*self.io, &jobs, |(_, _, dir, froms)| {
             froms
                 .iter()
                 .map_while(|&from| MappedFile::create(dir, from, size, Warm::No).ok())
@@ -1182,7 +1197,7 @@ impl ConsumeQueueStore {
     pub fn flush(&mut self, least_pages: u64) -> io::Result<QueueMaxTable> {
         let dirs = std::mem::take(&mut self.new_dirs);
         // In any order: all of them are durable before any unit is counted.
-        let synced = in_parallel(&dirs, PARALLEL_IO_THREADS, |d| match sync_dir(d) {
+        let synced = map_jobs(&*self.io, &dirs, |d| match sync_dir(d) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()), // a deleted topic's
             r => r.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", d.display()))),
         });
@@ -1201,14 +1216,14 @@ impl ConsumeQueueStore {
     /// `fdatasync` of every ConsumeQueue file, whatever the tracked flushed positions say. For
     /// recovery: units a crashed process wrote may still be dirty in the page cache, and a loaded
     /// file counts as flushed to its end, so [`ConsumeQueueStore::flush`] would not write them.
-    /// Files are synced on up to [`PARALLEL_IO_THREADS`] threads: a store of 1,000 queues has
-    /// 1,000 files or more, and this runs once per crashed start, before re-dispatch.
+    /// Files are synced through the store's [`ParallelIo`]: a store of 1,000 queues has 1,000
+    /// files or more, and this runs once per crashed start, before re-dispatch.
     pub fn sync_all(&self) -> io::Result<()> {
         let files: Vec<_> = self
             .queues()
             .flat_map(|q| q.files.files().iter().cloned().collect::<Vec<_>>())
             .collect();
-        in_parallel(&files, PARALLEL_IO_THREADS, |f| f.sync_data())
+        map_jobs(&*self.io, &files, |f| f.sync_data())
             .into_iter()
             .collect()
     }

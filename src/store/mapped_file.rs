@@ -764,53 +764,45 @@ fn able(ahead: u64, behind: u64, least_pages: u64, file_size: u64) -> bool {
     ahead / OS_PAGE_SIZE - behind / OS_PAGE_SIZE >= least_pages || ahead >= file_size
 }
 
-/// Threads [`in_parallel`] uses at most: a new file costs two `fsync`s (its inode, then its
-/// directory), which wait on the device, not the CPU. Concurrent ones overlap in the device's
-/// queue, and on a journaled file system share journal commits.
-pub const PARALLEL_IO_THREADS: usize = 8;
+/// How a batch of blocking file-system calls runs — making many ConsumeQueue files at once,
+/// syncing every one at a crashed start — whose latency, not CPU, is the cost. The core never
+/// starts a thread: it hands the batch to its caller's implementation ([`map_jobs`]). Without
+/// one the calls run one after another ([`Sequential`]); the runtime's overlaps them on threads
+/// (actors/src/store/parallel_io.rs).
+pub trait ParallelIo: Send + Sync {
+    /// Runs `job(i)` once for every `i` in `0..jobs`, in any order and on any threads, and
+    /// returns once every call has returned. A panic in `job` is passed on.
+    fn run(&self, jobs: usize, job: &(dyn Fn(usize) + Sync));
+}
 
-/// Runs `f` on every job, on the calling thread and up to `threads - 1` scoped helper threads;
-/// the results come back in the jobs' order. For bursts of blocking file-system calls — creating
-/// many ConsumeQueue files at once, syncing every one at a crashed start — whose latency, not
-/// CPU, is the cost. The helpers live for this call only; one the system refuses to start
-/// (a thread limit) is simply not there, as the caller works through the jobs too.
-pub fn in_parallel<J: Sync, T: Send>(
+/// One call after another, on the calling thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sequential;
+
+impl ParallelIo for Sequential {
+    fn run(&self, jobs: usize, job: &(dyn Fn(usize) + Sync)) {
+        (0..jobs).for_each(job);
+    }
+}
+
+/// `f` of every job, run through `io`; the results come back in the jobs' order. A job `io` did
+/// not run (an implementation that broke its promise) runs here, on the calling thread.
+pub fn map_jobs<J: Sync, T: Send + Sync>(
+    io: &dyn ParallelIo,
     jobs: &[J],
-    threads: usize,
     f: impl Fn(&J) -> T + Sync,
 ) -> Vec<T> {
-    let helpers = threads.clamp(1, jobs.len().max(1)) - 1;
-    if helpers == 0 {
-        return jobs.iter().map(f).collect();
-    }
-    let next = AtomicU64::new(0);
-    let work = || {
-        let mut mine = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-            let Some(job) = jobs.get(i) else { break };
-            mine.push((i, f(job)));
+    let done: Vec<OnceLock<T>> = jobs.iter().map(|_| OnceLock::new()).collect();
+    io.run(jobs.len(), &|i| {
+        if let (Some(job), Some(slot)) = (jobs.get(i), done.get(i)) {
+            // A second call for the same job would change nothing: the first result stays.
+            let _ = slot.set(f(job));
         }
-        mine
-    };
-    let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
-        let started: Vec<_> = (0..helpers)
-            .filter_map(|_| {
-                std::thread::Builder::new()
-                    .name("parallel-io".into())
-                    .spawn_scoped(s, work)
-                    .ok()
-            })
-            .collect();
-        let mut done = work();
-        for h in started {
-            // A helper panics only if `f` does: pass it on, as the inline path would.
-            done.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        }
-        done
     });
-    done.sort_unstable_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, t)| t).collect()
+    done.into_iter()
+        .zip(jobs)
+        .map(|(slot, job)| slot.into_inner().unwrap_or_else(|| f(job)))
+        .collect()
 }
 
 /// Makes directory entries (a created, renamed or removed file) durable.
@@ -962,12 +954,28 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn in_parallel_answers_every_job_in_order() {
+    fn map_jobs_answers_every_job_in_order() {
         let jobs: Vec<u64> = (0..1000).collect();
-        let out = in_parallel(&jobs, 8, |j| j * 2);
+        let out = map_jobs(&Sequential, &jobs, |j| j * 2);
         assert_eq!(out, jobs.iter().map(|j| j * 2).collect::<Vec<_>>());
-        assert_eq!(in_parallel(&jobs[..1], 8, |j| j + 1), vec![1]);
-        assert!(in_parallel(&jobs[..0], 8, |j| *j).is_empty());
+        assert_eq!(map_jobs(&Sequential, &jobs[..1], |j| j + 1), vec![1]);
+        assert!(map_jobs(&Sequential, &jobs[..0], |j| *j).is_empty());
+
+        // Backwards, and skipping every third job: each result still lands in its job's place,
+        // and a job the implementation left out runs on the caller's thread.
+        struct Sloppy;
+        impl ParallelIo for Sloppy {
+            fn run(&self, jobs: usize, job: &(dyn Fn(usize) + Sync)) {
+                (0..jobs).rev().filter(|i| i % 3 != 0).for_each(job);
+            }
+        }
+        let ran = std::sync::atomic::AtomicUsize::new(0);
+        let out = map_jobs(&Sloppy, &jobs, |j| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            j * 3
+        });
+        assert_eq!(out, jobs.iter().map(|j| j * 3).collect::<Vec<_>>());
+        assert_eq!(ran.load(Ordering::Relaxed), 1000, "each job ran once");
     }
 
     #[test]

@@ -38,8 +38,9 @@
 //!
 //! Files: `params.rs` (the settings), `recover.rs` (files back to a consistent state, as a
 //! plain `Recovered` value), `catch_up.rs` (dispatch catching up, progress checkpoints),
-//! `system.rs` (actors started in order, the `Started` guard), `shutdown.rs` (the clean stop);
-//! one file per actor besides.
+//! `system.rs` (actors started in order, the `Started` guard), `shutdown.rs` (the clean stop),
+//! `parallel_io.rs` (the threads that overlap a batch of ConsumeQueue file syncs); one file per
+//! actor besides.
 
 pub mod allocator;
 mod catch_up;
@@ -50,6 +51,7 @@ pub mod cq_builder;
 pub mod flusher;
 pub mod ha;
 pub mod index_builder;
+mod parallel_io;
 mod params;
 mod recover;
 pub mod reput;

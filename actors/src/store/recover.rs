@@ -31,6 +31,7 @@ use actormq_core::store::recovery::{
     abnormal_recovery_min_timestamp, abnormal_recovery_start_file,
 };
 
+use super::parallel_io::Threaded;
 use super::{reput, PreviousRun, StoreParams};
 
 /// The store's files after recovery, ready for their actors, and what recovery found.
@@ -81,6 +82,9 @@ pub(super) fn recover(params: &StoreParams, previous: PreviousRun) -> std::io::R
     let abnormal = previous != PreviousRun::Clean;
     std::fs::create_dir_all(&params.root)?;
     let mut cqs = ConsumeQueueStore::load(&params.root.join("consumequeue"), params.cq_file_size)?;
+    // Its batches of file creations and syncs overlap on threads (`parallel_io`), here and on
+    // the ConsumeQueue builder's thread later.
+    cqs.set_parallel_io(std::sync::Arc::new(Threaded));
     let files = MappedFileQueue::load(&params.commit_log_dir, params.commit_log_file_size)?;
     let (mut checkpoint, checkpoint_replaced) = open_checkpoint(&params.root.join("checkpoint"))?;
     let mut log = CommitLog::new(commit_log_config(params), files);
