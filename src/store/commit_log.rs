@@ -20,7 +20,8 @@
 //! copies them into the file. Without a free buffer the writer either refuses
 //! (`fastFailIfNoBufferInStorePool`: CREATE_MAPEDFILE_FAILED, as RocketMQ's allocation returning
 //! null) or waits a bounded time and then writes that one file through its mapping, as RocketMQ
-//! does when `borrowBuffer` finds the pool empty.
+//! does when `borrowBuffer` finds the pool empty. The wait blocks on the pool's return channel
+//! ([`TransientStorePool::returns`]): it ends the moment a buffer comes back.
 //!
 //! Write rings (a ring pool, the default write path): the same, but the buffer is a few MiB of
 //! memory behind a file-sized span, so before writing where the ring would wrap over bytes not
@@ -29,6 +30,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,7 +65,9 @@ pub struct WriteBuffers {
     pub fast_fail: bool,
     /// Longest wait for a buffer to come back before writing one file unbuffered.
     pub wait: Duration,
-    /// Called while waiting: the runtime wakes the committer, which gives buffers back.
+    /// Called when a wait for a buffer begins, and again whenever a buffer that came back was
+    /// gone before the writer could borrow it: the runtime wakes the committer, which gives
+    /// buffers back.
     pub on_wait: Option<Box<dyn Fn() + Send>>,
 }
 
@@ -122,6 +126,8 @@ pub struct CommitLog {
     cur: Option<Arc<MappedFile>>,
     cur_pos: u64,
     buffers: Option<WriteBuffers>,
+    /// Tokens from the write-buffer pool, one per buffer given back ([`WriteBuffers`]).
+    buffer_returns: Option<Receiver<()>>,
     /// Recovery after a possible power loss: pages may be torn (see [`CommitLog::recover`]).
     torn_pages: bool,
 }
@@ -138,6 +144,7 @@ impl CommitLog {
             cur: None,
             cur_pos: 0,
             buffers: None,
+            buffer_returns: None,
             torn_pages: false,
         };
         log.sync_cursor();
@@ -155,6 +162,9 @@ impl CommitLog {
     /// Appends go to write buffers from the next new file on (from the current one for a ring
     /// pool, see `attach_ring_to_current`).
     pub fn with_write_buffers(mut self, buffers: WriteBuffers) -> CommitLog {
+        // `None` if another borrower took the pool's channel first (one store per pool in the
+        // runtime): then a roll that finds the pool empty does not wait.
+        self.buffer_returns = buffers.pool.returns();
         self.buffers = Some(buffers);
         self.attach_ring_to_current();
         self
@@ -376,6 +386,11 @@ impl CommitLog {
         let Some(wb) = &self.buffers else {
             return Ok(None);
         };
+        if let Some(returns) = &self.buffer_returns {
+            // Tokens of buffers given back while no one waited: the borrow below sees those
+            // buffers, and a buffer given back after it sends a token of its own.
+            while returns.try_recv().is_ok() {}
+        }
         if let Some(l) = wb.pool.borrow() {
             return Ok(Some(l));
         }
@@ -390,17 +405,8 @@ impl CommitLog {
                 ),
             ));
         }
-        // The committer returns a buffer as soon as the file holding it is fully committed; it is
-        // normally one commit away. Waiting blocks only this (the writer's own) thread.
-        let deadline = Instant::now() + wb.wait;
-        while Instant::now() < deadline {
-            if let Some(cb) = &wb.on_wait {
-                cb();
-            }
-            std::thread::sleep(Duration::from_millis(1));
-            if let Some(l) = wb.pool.borrow() {
-                return Ok(Some(l));
-            }
+        if let Some(l) = self.wait_for_buffer(wb) {
+            return Ok(Some(l));
         }
         if wb.pool.ring_size().is_some() {
             // Every write ring is held (one batch rolled through several files); the next roll,
@@ -418,6 +424,32 @@ impl CommitLog {
             );
         }
         Ok(None)
+    }
+
+    /// Blocks until a buffer comes back to the empty pool (a token on its return channel) and
+    /// borrows it, for at most `wb.wait`. The committer returns a buffer as soon as the file
+    /// holding it is fully committed, normally one commit away; `on_wait` wakes it. Waiting
+    /// blocks only this (the writer's own) thread.
+    fn wait_for_buffer(&self, wb: &WriteBuffers) -> Option<BufferLease> {
+        let returns = self.buffer_returns.as_ref()?;
+        let deadline = Instant::now() + wb.wait;
+        loop {
+            if let Some(cb) = &wb.on_wait {
+                cb();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            match returns.recv_timeout(left) {
+                Ok(()) => {
+                    if let Some(l) = wb.pool.borrow() {
+                        return Some(l);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            }
+        }
     }
 
     fn take_or_create(&mut self, from: u64) -> Result<Arc<MappedFile>, PutError> {
@@ -1702,6 +1734,63 @@ mod write_buffer_tests {
             "only the current file still holds a buffer"
         );
         same_files(&plain, &buffered);
+    }
+
+    /// A log whose only buffer is lent elsewhere (a full file not yet committed); the count of
+    /// committer wakes.
+    fn pool_of_one_lent(
+        dir: &std::path::Path,
+        wait: std::time::Duration,
+    ) -> (CommitLog, BufferLease, Arc<std::sync::atomic::AtomicUsize>) {
+        let pool = TransientStorePool::new(1, 4096).unwrap();
+        let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let w = woken.clone();
+        let cl = log(dir, 4096).with_write_buffers(WriteBuffers {
+            pool: pool.clone(),
+            fast_fail: false,
+            wait,
+            on_wait: Some(Box::new(move || {
+                w.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            })),
+        });
+        (cl, pool.borrow().unwrap(), woken)
+    }
+
+    #[test]
+    fn a_roll_blocks_on_the_pool_and_takes_the_buffer_the_moment_it_comes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cl, lease, woken) = pool_of_one_lent(dir.path(), Duration::from_secs(10));
+        let giver = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(lease);
+        });
+        let started = Instant::now();
+        cl.append(&msg("T", 0, 100), 1).unwrap();
+        let waited = started.elapsed();
+        giver.join().unwrap();
+        assert!(cl.files().files()[0].is_buffered(), "the buffer given back");
+        assert!(waited >= Duration::from_millis(90), "{waited:?}");
+        assert!(
+            waited < Duration::from_secs(5),
+            "not the whole bound: {waited:?}"
+        );
+        assert_eq!(
+            woken.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "the committer woken once, no polling"
+        );
+    }
+
+    #[test]
+    fn a_roll_whose_wait_runs_out_writes_that_file_through_its_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut cl, lease, woken) = pool_of_one_lent(dir.path(), Duration::from_millis(50));
+        let started = Instant::now();
+        cl.append(&msg("T", 0, 100), 1).unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert!(!cl.files().files()[0].is_buffered());
+        assert_eq!(woken.load(std::sync::atomic::Ordering::Relaxed), 1);
+        drop(lease);
     }
 
     fn ringed(cl: CommitLog, rings: &Arc<TransientStorePool>) -> CommitLog {

@@ -9,10 +9,13 @@
 //! file), [`BufferLease`] dropped or [`BufferLease::release`] (whoever finished with the file —
 //! normally the committer once the file is full and fully committed). No lock: each buffer has
 //! one `AtomicBool` (free/borrowed); borrowing is a compare-and-swap scan over a handful of slots,
-//! so the writer's roll path takes no lock and makes no syscall.
+//! so the writer's roll path takes no lock and makes no syscall. Out: a token on the return
+//! channel ([`TransientStorePool::returns`]) each time a buffer goes back, so a borrower that
+//! found the pool empty blocks on the channel until one does instead of polling.
 //!
 //! Invariants: a buffer is lent to at most one file at a time (the CAS); a lease returns its
-//! buffer exactly once (`release` consumes it, `Drop` covers every other path).
+//! buffer exactly once (`release` consumes it, `Drop` covers every other path); a buffer goes
+//! back (its flag is free) before its token is sent, so a token never comes before its buffer.
 //!
 //! Ring pools ([`TransientStorePool::new_rings`]) are ActorMQ's write path when
 //! `transientStorePoolEnable` is off: the same leases, but each buffer is a
@@ -30,7 +33,8 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, OnceLock};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -52,6 +56,9 @@ pub struct TransientStorePool {
     borrowed: AtomicUsize,
     /// Ring pools: memory behind each buffer.
     ring: Option<usize>,
+    /// Where a token goes each time a buffer comes back; set once, by
+    /// [`TransientStorePool::returns`].
+    returned: OnceLock<SyncSender<()>>,
 }
 
 struct Buffer {
@@ -118,6 +125,7 @@ impl TransientStorePool {
             buffers,
             borrowed: AtomicUsize::new(0),
             ring: None,
+            returned: OnceLock::new(),
         }))
     }
 
@@ -154,6 +162,7 @@ impl TransientStorePool {
             buffers,
             borrowed: AtomicUsize::new(0),
             ring: Some(ring_bytes),
+            returned: OnceLock::new(),
         }))
     }
 
@@ -171,6 +180,15 @@ impl TransientStorePool {
     /// Buffers free right now (RocketMQ's `availableBufferNums`).
     pub fn available(&self) -> usize {
         self.buffers.len() - self.borrowed.load(Ordering::Acquire)
+    }
+
+    /// The return channel: a token each time a buffer goes back to the pool, for the one
+    /// borrower that waits for buffers (the CommitLog writer, which owns the receiver). A token
+    /// says "borrow again", it reserves nothing. The channel holds one token per buffer; a
+    /// return that finds it full sends none, as a token is already waiting. `None` once taken.
+    pub fn returns(&self) -> Option<Receiver<()>> {
+        let (tx, rx) = sync_channel(self.buffers.len());
+        self.returned.set(tx).ok().map(|()| rx)
     }
 
     /// Lends a free buffer, or `None` when every buffer is lent out. Never blocks.
@@ -240,6 +258,10 @@ impl TransientStorePool {
         debug_assert!(!was_free, "a write buffer was returned twice");
         if !was_free {
             self.borrowed.fetch_sub(1, Ordering::AcqRel);
+            if let Some(tx) = self.returned.get() {
+                // Full: a token is already waiting. Disconnected: no one waits any more.
+                let _ = tx.try_send(());
+            }
         }
     }
 }
@@ -365,6 +387,41 @@ mod tests {
             "populated pages read as zeros"
         );
         assert!(!pool.prefault(7, 0, 4096), "no such buffer");
+    }
+
+    #[test]
+    fn a_returned_buffer_wakes_the_borrower_blocked_on_the_return_channel() {
+        let pool = TransientStorePool::new(2, 4096).unwrap();
+        let returns = pool.returns().expect("the first to ask gets the channel");
+        assert!(pool.returns().is_none(), "one receiver per pool");
+        let a = pool.borrow().unwrap();
+        let b = pool.borrow().unwrap();
+        assert!(pool.borrow().is_none());
+        assert!(returns.try_recv().is_err(), "nothing came back yet");
+        let giver = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            a.release();
+            b
+        });
+        let started = std::time::Instant::now();
+        returns
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a token when the buffer goes back");
+        let c = pool
+            .borrow()
+            .expect("the buffer is free once its token came");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let b = giver.join().unwrap();
+        // The channel holds one token per buffer; returns beyond that send none and never block.
+        drop((b, c));
+        let again: Vec<_> = (0..2).filter_map(|_| pool.borrow()).collect();
+        assert_eq!(again.len(), 2);
+        drop(again);
+        assert_eq!(
+            returns.try_iter().count(),
+            2,
+            "four returns, two tokens kept"
+        );
     }
 
     #[test]
