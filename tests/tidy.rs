@@ -37,12 +37,6 @@ const ARCHITECTURE_LINES: usize = 200;
 /// non-test code, why a lock and not a message).
 const LOCKS: &[(&str, usize, &str)] = &[
     (
-        "src/store/mapped_file.rs",
-        5,
-        "the ZEROING registry and Zeroing.write: claiming a new file waits for the allocator's \
-         zeroing write in flight (issue #33: to become single-owner state)",
-    ),
-    (
         "actors/src/store/mod.rs",
         1,
         "Store.arbiters: emptied once, at shutdown; a mutex only so that Store is Sync",

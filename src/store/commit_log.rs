@@ -4,7 +4,9 @@
 //!
 //! Calls in: [`CommitLog::append`], [`CommitLog::append_batch`], [`CommitLog::offer_prepared`]
 //! (a file the allocator made ahead of time), [`CommitLog::recover`]. Out: [`AppendOk`] with the
-//! physical and queue offsets assigned, or a [`PutError`] naming the limit.
+//! physical and queue offsets assigned, or a [`PutError`] naming the limit; at a roll into a file
+//! no one offered, the [`TakePrepared`] hook when the runtime set one (the allocator may still be
+//! zeroing that file: the writer takes it from its owner rather than open its name beside it).
 //!
 //! Invariants (spec §1.2, §14 items 1–2):
 //! * a record never ends within 8 bytes of its file's end: when `len + 8 > remaining`, an 8-byte
@@ -71,6 +73,13 @@ pub struct WriteBuffers {
     pub on_wait: Option<Box<dyn Fn() + Send>>,
 }
 
+/// The runtime's hook for a roll into the file at the given offset when no prepared file was
+/// offered for it: the file from whoever prepares files and may still be writing it (the
+/// allocator zeroing it ahead), once nothing else writes it; `None` when that owner has no file
+/// there and will make none, so the writer creates it. The call may block: it runs on the
+/// writer's own thread, which the owner must never wait for.
+pub type TakePrepared = Box<dyn FnMut(u64) -> Option<Arc<MappedFile>> + Send>;
+
 /// Where an append landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendOk {
@@ -128,6 +137,8 @@ pub struct CommitLog {
     buffers: Option<WriteBuffers>,
     /// Tokens from the write-buffer pool, one per buffer given back ([`WriteBuffers`]).
     buffer_returns: Option<Receiver<()>>,
+    /// See [`TakePrepared`].
+    take_prepared: Option<TakePrepared>,
     /// Recovery after a possible power loss: pages may be torn (see [`CommitLog::recover`]).
     torn_pages: bool,
 }
@@ -145,6 +156,7 @@ impl CommitLog {
             cur_pos: 0,
             buffers: None,
             buffer_returns: None,
+            take_prepared: None,
             torn_pages: false,
         };
         log.sync_cursor();
@@ -167,6 +179,12 @@ impl CommitLog {
         self.buffer_returns = buffers.pool.returns();
         self.buffers = Some(buffers);
         self.attach_ring_to_current();
+        self
+    }
+
+    /// Rolls into a file no one offered go through `take` first (see [`TakePrepared`]).
+    pub fn taking_prepared(mut self, take: TakePrepared) -> CommitLog {
+        self.take_prepared = Some(take);
         self
     }
 
@@ -462,6 +480,13 @@ impl CommitLog {
             .is_some_and(|f| f.file_from_offset() == from)
         {
             self.prepared.remove(0)
+        } else if let Some(f) = self
+            .take_prepared
+            .as_mut()
+            .and_then(|take| take(from))
+            .filter(|f| f.file_from_offset() == from)
+        {
+            f
         } else {
             if let Some((at, e)) = &self.create_failed {
                 if at.elapsed() < self.create_retry_after {
@@ -498,8 +523,6 @@ impl CommitLog {
                 }
             }
         };
-        // No zeroing write touches it once we may write it (see `MappedFile::claim`).
-        file.claim();
         if let Some(lease) = lease {
             // Refused (the lease goes back) only for a file that already holds data.
             let _ = file.attach_write_buffer(lease);
@@ -1640,6 +1663,44 @@ mod roll_failure_tests {
             ok.queue_offset,
             QueueOffset(1),
             "failed appends took no queue offset"
+        );
+    }
+
+    #[test]
+    fn a_roll_into_a_file_no_one_offered_asks_the_hook_before_creating_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 4096;
+        let (asked, asks) = std::sync::mpsc::channel();
+        let cl = super::tests::log(dir.path(), size);
+        // Made after the log loaded its directory, as the allocator makes them.
+        let held = Arc::new(MappedFile::create(dir.path(), size, size, Warm::No).unwrap());
+        let offered = Arc::new(MappedFile::create(dir.path(), 2 * size, size, Warm::No).unwrap());
+        let given = held.clone();
+        let mut cl = cl.taking_prepared(Box::new(move |from| {
+            asked.send(from).unwrap();
+            // Only the file the hook's owner holds; every other roll creates its own.
+            (from == size).then(|| given.clone())
+        }));
+        cl.offer_prepared(offered.clone());
+        while cl.max_offset().0 < 3 * size + 100 {
+            cl.append(&super::tests::msg("T", 0, 1000), 1).unwrap();
+        }
+        assert_eq!(
+            asks.try_iter().collect::<Vec<_>>(),
+            vec![0, size, 3 * size],
+            "asked at each roll into a file no one offered; not for the offered one"
+        );
+        let files = cl.files().files();
+        assert_eq!(files.len(), 4);
+        assert!(
+            Arc::ptr_eq(&files[1], &held),
+            "the hook's file is used as given"
+        );
+        assert!(Arc::ptr_eq(&files[2], &offered));
+        assert_eq!(
+            files[3].file_from_offset(),
+            3 * size,
+            "created after a `None`"
         );
     }
 }

@@ -30,20 +30,22 @@
 //! inode is synced before the link and the directory after it: a name on the disk always points
 //! at the file's own inode, also on a file system without a journal.
 //!
-//! Zero-written files (SYNC_FLUSH CommitLogs, [`MappedFile::create_for_zeroing`] and
-//! [`ZeroAhead`]): `fallocate` reserves blocks as *unwritten* extents, and on ext4 every
-//! `fdatasync` that covers freshly written blocks there must also convert the extent and write
-//! that metadata synchronously — measured on this project's VM, it doubled the time of a small
-//! group commit's `fdatasync` (~240 → ~130 µs for 8 KiB). So the next SYNC_FLUSH CommitLog file is
-//! zero-written with direct I/O (no page cache: buffered zeros left large folios whose buffer heads
-//! every later small `pwrite` walked) ahead of its owner, and `fdatasync`s over the zeroed part
-//! write data only. Direct I/O never races the owner: the owner claims the file before writing
-//! it, which ends the zeroing, and any other handle opened on the same path claims it too. The
-//! price is on the page cache side: a partial-page `pwrite` into a written block that is not
-//! cached must first *read* that block (an unwritten one is known to be zero), so a commit to a
-//! zero-written ring page no earlier commit touched extends the write with zeros to the page's
-//! end ([`MappedFile::commit`]) — the content is the same zeros, and the page is then cached for
-//! the appends that follow.
+//! Zero-written files (SYNC_FLUSH CommitLogs, [`ZeroAhead`]): `fallocate` reserves blocks as
+//! *unwritten* extents, and on ext4 every `fdatasync` that covers freshly written blocks there
+//! must also convert the extent and write that metadata synchronously — measured on this project's
+//! VM, it doubled the time of a small group commit's `fdatasync` (~240 → ~130 µs for 8 KiB). So
+//! the next SYNC_FLUSH CommitLog file is zero-written with direct I/O (no page cache: buffered
+//! zeros left large folios whose buffer heads every later small `pwrite` walked) ahead of its
+//! owner, and `fdatasync`s over the zeroed part write data only. Direct I/O never races the owner:
+//! a file being zeroed is a [`ZeroAhead`], which owns it — no other handle on it exists in the
+//! process — until [`ZeroAhead::into_file`] hands it over, so every zeroing write has returned
+//! before its owner can write. Opening the same name again while it is being zeroed is the one way
+//! around that, and the runtime never does it: the writer asks the allocator for the file before
+//! it creates one itself (actors/src/store/allocator.rs). The price is on the page cache side: a
+//! partial-page `pwrite` into a written block that is not cached must first *read* that block (an
+//! unwritten one is known to be zero), so a commit to a zero-written ring page no earlier commit
+//! touched extends the write with zeros to the page's end ([`MappedFile::commit`]) — the content
+//! is the same zeros, and the page is then cached for the appends that follow.
 //!
 //! Read-around: a page fault on a file mapping reads `read_ahead_kb` around the faulting page
 //! (8 MiB on this project's machines). For the part of a file its owner is still filling there
@@ -59,7 +61,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -89,62 +91,9 @@ pub struct MappedFile {
     /// Set when the file is being retired; readers stop handing out new views of it.
     unavailable: AtomicBool,
     /// Bytes from the start known zero-written (see the module docs): what a [`ZeroAhead`] got
-    /// done before the owner claimed the file; 0 for files opened from disk (their blocks may be
-    /// unwritten). Frozen once claimed.
-    zeroed_upto: AtomicU64,
-    /// Whether a [`ZeroAhead`] may still write the file (see [`Zeroing`]).
-    zeroing_open: Arc<Zeroing>,
-}
-
-/// The zeroing flags of files a [`ZeroAhead`] may still write, by path. [`MappedFile::open`] of
-/// such a path claims the file first, so a second handle on it — the writer's fallback creation
-/// finding the allocator's new file already linked — never writes beside a zeroing write.
-/// An entry goes when its file is claimed or its zeroing ends; there is one at most per file
-/// being prepared.
-static ZEROING: Mutex<Vec<(PathBuf, Arc<Zeroing>)>> = Mutex::new(Vec::new());
-
-/// Whether a [`ZeroAhead`] may still write a file: open only from
-/// [`MappedFile::create_for_zeroing`], closed for good by [`MappedFile::claim`]. `closed` is
-/// raised first and then the lock, which is held across each zeroing write, is taken once: so a
-/// claim waits for the write in flight and only for that one — the zeroing checks `closed` again
-/// under the lock and stops instead of taking the (unfair) lock again ahead of the claim.
-struct Zeroing {
-    write: Mutex<()>,
-    closed: AtomicBool,
-}
-
-impl Zeroing {
-    fn new(open: bool) -> Zeroing {
-        Zeroing {
-            write: Mutex::new(()),
-            closed: AtomicBool::new(!open),
-        }
-    }
-
-    fn is_open(&self) -> bool {
-        !self.closed.load(Ordering::Acquire)
-    }
-}
-
-impl Default for Zeroing {
-    fn default() -> Zeroing {
-        Zeroing::new(false)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Closes `flag` (waiting for a zeroing write in flight) and forgets its registry entry. Never
-/// holds both locks at once.
-fn close_zeroing(flag: &Arc<Zeroing>) {
-    let was_open = !flag.closed.swap(true, Ordering::AcqRel);
-    // Waits for a zeroing write in flight; every later one sees `closed`.
-    drop(lock(&flag.write));
-    if was_open {
-        lock(&ZEROING).retain(|(_, f)| !Arc::ptr_eq(f, flag));
-    }
+    /// done before it handed the file over; 0 for every other file (one opened from disk may have
+    /// unwritten blocks). Fixed once the file is shared.
+    zeroed_upto: u64,
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -177,42 +126,26 @@ impl MappedFile {
         file_size: u64,
         warm: Warm,
     ) -> io::Result<MappedFile> {
-        Self::create_with(dir, file_from_offset, file_size, warm, false)
-    }
-
-    /// As [`MappedFile::create`], left open for a [`ZeroAhead`] to zero-write it, front to back,
-    /// until its owner [`claim`](MappedFile::claim)s it.
-    pub fn create_for_zeroing(
-        dir: &Path,
-        file_from_offset: u64,
-        file_size: u64,
-    ) -> io::Result<MappedFile> {
-        Self::create_with(dir, file_from_offset, file_size, Warm::No, true)
+        Self::create_with(dir, file_from_offset, file_size, warm).map(|(f, _)| f)
     }
 
     /// Bytes from the start that are zero-written.
     pub fn zeroed_upto(&self) -> u64 {
-        self.zeroed_upto.load(Ordering::Acquire)
+        self.zeroed_upto
     }
 
-    /// Owner, before its first write: no zeroing write touches the file from now on (one in
-    /// flight is waited for). Every owner of a file from [`MappedFile::create_for_zeroing`] must
-    /// call it; for other files it changes nothing.
-    pub fn claim(&self) {
-        close_zeroing(&self.zeroing_open);
-    }
-
+    /// As [`MappedFile::create`]; `true` when this call made the file (linked its name), `false`
+    /// when it opened one that existed.
     fn create_with(
         dir: &Path,
         file_from_offset: u64,
         file_size: u64,
         warm: Warm,
-        zero_ahead: bool,
-    ) -> io::Result<MappedFile> {
+    ) -> io::Result<(MappedFile, bool)> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(file_name_of(file_from_offset));
         if path.exists() {
-            return MappedFile::open(&path, file_size);
+            return Ok((MappedFile::open(&path, file_size)?, false));
         }
         // Unique temporary name per creator so racing creators never share a temp file.
         static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -247,11 +180,6 @@ impl MappedFile {
                 return Err(e);
             }
         };
-        // Registered before the name exists, so whoever opens the name finds the entry.
-        let zeroing = Arc::new(Zeroing::new(zero_ahead));
-        if zero_ahead {
-            lock(&ZEROING).push((path.clone(), zeroing.clone()));
-        }
         // `link` fails if the real name exists: the first complete file wins, never clobbered.
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
@@ -259,23 +187,18 @@ impl MappedFile {
             // The new name must survive a power loss like the data written into it.
             sync_dir(dir)
         }) {
-            Ok(()) => {
-                let mut f = MappedFile::from_parts(path, file_from_offset, file_size, map, file);
-                f.zeroing_open = zeroing;
-                Ok(f)
+            Ok(()) => Ok((
+                MappedFile::from_parts(path, file_from_offset, file_size, map, file),
+                true,
+            )),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                drop(map);
+                // The name may be one an earlier try linked and could not make durable (its
+                // directory sync failed): synced now, before anything is acknowledged in it.
+                sync_dir(dir)?;
+                Ok((MappedFile::open(&path, file_size)?, false))
             }
-            Err(e) => {
-                close_zeroing(&zeroing);
-                if e.kind() == io::ErrorKind::AlreadyExists {
-                    drop(map);
-                    // The name may be one an earlier try linked and could not make durable (its
-                    // directory sync failed): synced now, before anything is acknowledged in it.
-                    sync_dir(dir)?;
-                    MappedFile::open(&path, file_size)
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) => Err(e),
         }
     }
 
@@ -288,15 +211,6 @@ impl MappedFile {
     /// Maps an existing file. Its length must equal `file_size` (RocketMQ refuses to start
     /// otherwise). Positions start at 0; recovery sets them.
     pub fn open(path: &Path, file_size: u64) -> io::Result<MappedFile> {
-        // Another handle may be zeroing this file ahead: it stops before this one can write.
-        let zeroing: Vec<_> = lock(&ZEROING)
-            .iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, f)| f.clone())
-            .collect();
-        for flag in &zeroing {
-            close_zeroing(flag);
-        }
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -340,8 +254,7 @@ impl MappedFile {
             flushed: AtomicU64::new(0),
             write_buffer: OnceLock::new(),
             unavailable: AtomicBool::new(false),
-            zeroed_upto: AtomicU64::new(0),
-            zeroing_open: Arc::default(),
+            zeroed_upto: 0,
         }
     }
 
@@ -822,28 +735,42 @@ fn allocate(file: &File, size: u64) -> io::Result<()> {
     }
 }
 
-/// Zero-writes a file from [`MappedFile::create_for_zeroing`] ahead of its owner, in steps, with
-/// direct I/O, until the owner claims it or the whole file is done (see the module docs). The
-/// allocator runs one on its thread for the next CommitLog file, a step after each group commit
-/// (when the disk has just finished a flush and the next has not started) and larger steps when
-/// no group commits come.
+/// A new file zero-written ahead of its owner with direct I/O, in steps (see the module docs).
+/// It owns the file — no other handle on it exists in the process — until
+/// [`ZeroAhead::into_file`] hands it over, so no zeroing write is in flight, and none can follow,
+/// once the owner has it. The allocator holds one for the next CommitLog file, writes a step
+/// after each small group commit (when the disk has just finished a flush and the next has not
+/// started) and larger steps when no group commits come, one [`ZeroAhead::WRITE`] per turn of
+/// its mailbox, and hands the file to the writer when the writer rolls into it.
 pub struct ZeroAhead {
-    file: Arc<MappedFile>,
+    file: MappedFile,
     dio: File,
     zeros: memmap2::MmapMut,
 }
 
+/// What [`ZeroAhead::create`] made.
+pub enum Prepared {
+    /// A new file, to be zeroed ahead.
+    Zeroing(ZeroAhead),
+    /// A file not to be zeroed, ready for its owner: its name existed already (another creator's
+    /// file, which may hold data), or the file system does no direct I/O (tmpfs). With the
+    /// error when opening it for direct I/O failed otherwise (only the speed-up is lost).
+    Plain(MappedFile, Option<io::Error>),
+}
+
 impl ZeroAhead {
     /// Largest single write: a group commit's `fdatasync` that arrives while one is on the device
-    /// waits for it (~60 µs for 64 KiB here).
-    const WRITE: usize = 64 << 10;
+    /// waits for it (~60 µs for 64 KiB here), and so does the owner taking the file.
+    pub const WRITE: u64 = 64 << 10;
 
-    /// `None` where the file system does not do direct I/O (tmpfs) or the file is not open for
-    /// zeroing.
-    pub fn open(file: Arc<MappedFile>) -> io::Result<Option<ZeroAhead>> {
+    /// Creates `dir/<20-digit offset>` as [`MappedFile::create`] does (not warmed) and opens it
+    /// for zeroing ahead, if this call made it and direct I/O works there.
+    pub fn create(dir: &Path, file_from_offset: u64, file_size: u64) -> io::Result<Prepared> {
         use std::os::unix::fs::OpenOptionsExt;
-        if !file.zeroing_open.is_open() {
-            return Ok(None);
+        let (file, made_here) =
+            MappedFile::create_with(dir, file_from_offset, file_size, Warm::No)?;
+        if !made_here {
+            return Ok(Prepared::Plain(file, None));
         }
         let dio = match OpenOptions::new()
             .write(true)
@@ -851,70 +778,48 @@ impl ZeroAhead {
             .open(file.path())
         {
             Ok(f) => f,
-            Err(e) => {
-                close_zeroing(&file.zeroing_open);
-                return if e.raw_os_error() == Some(libc::EINVAL) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                };
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                return Ok(Prepared::Plain(file, None))
             }
+            Err(e) => return Ok(Prepared::Plain(file, Some(e))),
         };
         // Page-aligned and zero, as direct I/O needs.
-        let zeros = match memmap2::MmapMut::map_anon(Self::WRITE) {
-            Ok(z) => z,
-            Err(e) => {
-                close_zeroing(&file.zeroing_open);
-                return Err(e);
-            }
-        };
-        Ok(Some(ZeroAhead { file, dio, zeros }))
+        match memmap2::MmapMut::map_anon(Self::WRITE as usize) {
+            Ok(zeros) => Ok(Prepared::Zeroing(ZeroAhead { file, dio, zeros })),
+            Err(e) => Ok(Prepared::Plain(file, Some(e))),
+        }
     }
 
-    pub fn file(&self) -> &Arc<MappedFile> {
+    /// The file being zeroed (its path, offset and [`MappedFile::zeroed_upto`]).
+    pub fn file(&self) -> &MappedFile {
         &self.file
     }
 
-    /// Zero-writes up to `len` more bytes (whole pages) after what is done; `Ok(false)` once
-    /// there is nothing more to do (the whole file is zeroed, or the owner claimed it): drop it
-    /// then. An error leaves `zeroed_upto` where it was.
-    ///
-    /// The zeroing lock is taken per write, not per step, and a claim that is waiting stops the
-    /// step at its next write (see [`Zeroing`]): the owner's claim (on the writer's thread, at its
-    /// roll into this file) waits for at most one 64 KiB write.
-    pub fn step(&self, len: u64) -> io::Result<bool> {
+    /// Zero-writes up to `len` more bytes (whole pages, in writes of at most
+    /// [`ZeroAhead::WRITE`]) after what is done; `Ok(false)` once there is nothing more to do
+    /// (the whole file is zeroed, or the file system refused a direct write). An error leaves
+    /// `zeroed_upto` at the end of the last write that succeeded.
+    pub fn step(&mut self, len: u64) -> io::Result<bool> {
         let whole = self.file.file_size - self.file.file_size % OS_PAGE_SIZE;
-        let from = self.file.zeroed_upto.load(Ordering::Acquire);
-        let end = (from + len - len % OS_PAGE_SIZE).min(whole);
-        let mut pos = from;
-        let zeroing = &self.file.zeroing_open;
-        while pos < end {
-            if !zeroing.is_open() {
-                return Ok(false);
-            }
-            let writing = lock(&zeroing.write);
-            if !zeroing.is_open() {
-                return Ok(false);
-            }
-            let n = (end - pos).min(Self::WRITE as u64);
+        let end = (self.file.zeroed_upto + len - len % OS_PAGE_SIZE).min(whole);
+        while self.file.zeroed_upto < end {
+            let pos = self.file.zeroed_upto;
+            let n = (end - pos).min(Self::WRITE);
             match self.dio.write_all_at(&self.zeros[..n as usize], pos) {
-                Ok(()) => pos += n,
+                Ok(()) => self.file.zeroed_upto = pos + n,
                 // Some file systems accept O_DIRECT at open and refuse the write.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
                 Err(e) => return Err(e),
             }
-            // Published as it goes, under the lock: the owner pads commits only below it, and
-            // reads it once it has claimed the file.
-            self.file.zeroed_upto.store(pos, Ordering::Release);
-            drop(writing);
         }
-        Ok(end < whole && zeroing.is_open())
+        Ok(end < whole)
     }
-}
 
-impl Drop for ZeroAhead {
-    fn drop(&mut self) {
-        close_zeroing(&self.file.zeroing_open);
+    /// Ends the zeroing and hands the file to its owner, with what was zeroed (the owner's
+    /// commits pad pages below [`MappedFile::zeroed_upto`]). The direct-I/O handle closes here:
+    /// nothing writes zeros into the file from now on.
+    pub fn into_file(self) -> MappedFile {
+        self.file
     }
 }
 
@@ -1126,11 +1031,14 @@ mod tests {
     fn a_file_zeroed_ahead_has_written_zero_blocks_and_an_allocated_one_has_unwritten_ones() {
         let dir = tempfile::tempdir().unwrap();
         let size = 64 * OS_PAGE_SIZE;
-        let z = Arc::new(MappedFile::create_for_zeroing(dir.path(), 0, size).unwrap());
+        let z = match ZeroAhead::create(dir.path(), 0, size).unwrap() {
+            Prepared::Zeroing(mut ahead) => {
+                assert!(!ahead.step(size).unwrap(), "done in one step");
+                ahead.into_file()
+            }
+            Prepared::Plain(f, _) => f,
+        };
         let a = MappedFile::create(dir.path(), size, size, Warm::No).unwrap();
-        if let Some(ahead) = ZeroAhead::open(z.clone()).unwrap() {
-            assert!(!ahead.step(size).unwrap(), "done in one step");
-        }
         assert_eq!(std::fs::read(z.path()).unwrap(), vec![0u8; size as usize]);
         assert_eq!(a.zeroed_upto(), 0);
         match (unwritten_blocks(&z._file), unwritten_blocks(&a._file)) {
@@ -1154,23 +1062,26 @@ mod tests {
     }
 
     #[test]
-    fn zeroing_ahead_goes_in_steps_and_stops_for_good_at_the_claim() {
+    fn zeroing_ahead_goes_in_steps_and_ends_when_the_file_is_handed_over() {
         let dir = tempfile::tempdir().unwrap();
         let size = 64 * OS_PAGE_SIZE;
-        let plain = Arc::new(MappedFile::create(dir.path(), 0, size, Warm::No).unwrap());
+        let plain = MappedFile::create(dir.path(), 0, size, Warm::No).unwrap();
+        append(&plain, b"data");
         assert!(
-            ZeroAhead::open(plain).unwrap().is_none(),
-            "only a file created for zeroing"
+            matches!(
+                ZeroAhead::create(dir.path(), 0, size).unwrap(),
+                Prepared::Plain(_, None)
+            ),
+            "a name that exists (another creator's file, maybe holding data) is never zeroed"
         );
-        let f = Arc::new(MappedFile::create_for_zeroing(dir.path(), size, size).unwrap());
-        let Some(z) = ZeroAhead::open(f.clone()).unwrap() else {
+        let Prepared::Zeroing(mut z) = ZeroAhead::create(dir.path(), size, size).unwrap() else {
             eprintln!("no direct I/O on this file system; nothing to zero ahead");
             return;
         };
-        let before = unwritten_blocks(&f._file);
+        let before = unwritten_blocks(&z.file()._file);
         assert!(z.step(4 * OS_PAGE_SIZE).unwrap(), "more to do");
-        assert_eq!(f.zeroed_upto(), 4 * OS_PAGE_SIZE);
-        if let (Some(b), Some(a)) = (before, unwritten_blocks(&f._file)) {
+        assert_eq!(z.file().zeroed_upto(), 4 * OS_PAGE_SIZE);
+        if let (Some(b), Some(a)) = (before, unwritten_blocks(&z.file()._file)) {
             if b > 0 {
                 assert_eq!(a, b - 4, "the four zeroed blocks are written now");
             }
@@ -1179,15 +1090,16 @@ mod tests {
             !z.step(100 * OS_PAGE_SIZE).unwrap(),
             "the rest, clamped to the file"
         );
-        assert_eq!(f.zeroed_upto(), size);
+        assert_eq!(z.file().zeroed_upto(), size);
 
-        let g = Arc::new(MappedFile::create_for_zeroing(dir.path(), 2 * size, size).unwrap());
-        let z = ZeroAhead::open(g.clone()).unwrap().unwrap();
+        // Handed over part-way: the owner gets what was zeroed, and holds the only handle.
+        let Prepared::Zeroing(mut z) = ZeroAhead::create(dir.path(), 2 * size, size).unwrap()
+        else {
+            unreachable!("direct I/O worked for the file before")
+        };
         assert!(z.step(2 * OS_PAGE_SIZE).unwrap());
-        g.claim();
-        assert!(!z.step(OS_PAGE_SIZE).unwrap(), "claimed: nothing more");
-        assert_eq!(g.zeroed_upto(), 2 * OS_PAGE_SIZE, "frozen at the claim");
-        assert!(ZeroAhead::open(g.clone()).unwrap().is_none());
+        let g = z.into_file();
+        assert_eq!(g.zeroed_upto(), 2 * OS_PAGE_SIZE, "what was done before");
         let ring = 4 * OS_PAGE_SIZE as usize;
         assert_eq!(g.commit_end(0, 100, Some(ring)), OS_PAGE_SIZE);
         assert_eq!(g.commit_end(4096, 8000, Some(ring)), 2 * OS_PAGE_SIZE);
@@ -1196,44 +1108,12 @@ mod tests {
             8200,
             "past the zeroed part: no padding (the block is unwritten, nothing to read)"
         );
-        assert_eq!(std::fs::read(g.path()).unwrap(), vec![0u8; size as usize]);
-
-        // A claim waits for the write in flight only: once it has begun (`closed` raised before
-        // it takes the lock), a step stops at its next write, however long it was asked to be,
-        // instead of taking the lock again ahead of the claim.
-        let k = Arc::new(MappedFile::create_for_zeroing(dir.path(), 5 * size, size).unwrap());
-        let z = ZeroAhead::open(k.clone()).unwrap().unwrap();
-        assert!(z.step(OS_PAGE_SIZE).unwrap());
-        k.zeroing_open.closed.store(true, Ordering::Release);
-        assert!(!z.step(size).unwrap(), "a claim is waiting: stop");
-        assert_eq!(
-            k.zeroed_upto(),
-            OS_PAGE_SIZE,
-            "no write after the claim began"
-        );
-        drop(z);
-        // The registry entry goes with a real claim; this one only raised the flag.
-        lock(&ZEROING).retain(|(p, _)| p != k.path());
-
-        // A second handle on a file being zeroed (the writer's fallback creation finding the
-        // allocator's file): opening it stops the zeroing first.
-        let h = Arc::new(MappedFile::create_for_zeroing(dir.path(), 3 * size, size).unwrap());
-        let z = ZeroAhead::open(h.clone()).unwrap().unwrap();
-        assert!(z.step(OS_PAGE_SIZE).unwrap());
-        let other = MappedFile::create(dir.path(), 3 * size, size, Warm::No).unwrap();
-        assert!(
-            !z.step(OS_PAGE_SIZE).unwrap(),
-            "the other handle stopped it"
-        );
-        assert_eq!(h.zeroed_upto(), OS_PAGE_SIZE);
-        assert_eq!(other.zeroed_upto(), 0, "the other handle pads nothing");
-        drop(z);
-        assert!(
-            !lock(&ZEROING)
-                .iter()
-                .any(|(p, _)| p == h.path() || p == g.path()),
-            "no registry entry left behind"
-        );
+        // The owner's bytes stay as written: nothing zeroes the file after the handover.
+        append(&g, &[7u8; 3 * OS_PAGE_SIZE as usize]);
+        g.flush(0).unwrap();
+        let disk = std::fs::read(g.path()).unwrap();
+        assert!(disk[..3 * OS_PAGE_SIZE as usize].iter().all(|&b| b == 7));
+        assert!(disk[3 * OS_PAGE_SIZE as usize..].iter().all(|&b| b == 0));
     }
 
     #[test]
@@ -1242,9 +1122,9 @@ mod tests {
         let size = 16 * OS_PAGE_SIZE;
         let ring = 4 * OS_PAGE_SIZE as usize;
         let rings = TransientStorePool::new_rings(1, size as usize, ring).unwrap();
-        let f = MappedFile::create(dir.path(), 0, size, Warm::No).unwrap();
+        let mut f = MappedFile::create(dir.path(), 0, size, Warm::No).unwrap();
         // The padding rule, whatever this file system does with direct I/O.
-        f.zeroed_upto.store(size, Ordering::Release);
+        f.zeroed_upto = size;
         f.attach_write_buffer(rings.borrow().unwrap()).unwrap();
         let on_disk = |f: &MappedFile| std::fs::read(f.path()).unwrap();
 

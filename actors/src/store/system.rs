@@ -326,6 +326,10 @@ impl Spawner<'_> {
         let zero_files = p.sync_flush && rings.is_some();
         let allocator = self.start_allocator(pool.as_ref(), warm, zero_files);
         prepare_first_file(p, &allocator, &mut log, warm).await;
+        if zero_files {
+            // The allocator keeps a file while it zeroes it: the writer takes it at the roll.
+            log = log.taking_prepared(allocator::take_prepared(allocator.clone()));
+        }
         let commit_mode = match (pool.is_some(), p.sync_flush) {
             (false, _) => CommitMode::Unbuffered,
             (true, true) => CommitMode::CommitFirst,

@@ -11,7 +11,9 @@
 //! outcome to the producer's task itself: [`Appended`], settled by [`append`] with the
 //! producer's own `syncFlushTimeout` deadline; the waits of one mailbox burst travel together, once their bytes are
 //! committed, as one [`FlushWaits`] — see [`Burst`]); `AllocateNext` to the allocator when it
-//! rolls into a file; coalesced wakes after appending (see `Waker`): in ASYNC_FLUSH to the reput
+//! rolls into a file, and — when the allocator zeroes files ahead (SYNC_FLUSH with write rings)
+//! — a `Take` at the roll, whose answer the writer's thread waits for (`allocator::take_prepared`,
+//! the `CommitLog`'s hook: at most one 64 KiB zeroing write, once per file); coalesced wakes after appending (see `Waker`): in ASYNC_FLUSH to the reput
 //! dispatcher, or — with write buffers — to the `Committer` instead (appended bytes are not
 //! readable until committed; the committer wakes reput), and to an untimed flusher
 //! (`flushCommitLogTimed=false`). In SYNC_FLUSH none: dispatch may only reach flushed bytes, and
