@@ -377,11 +377,21 @@ impl Serve<ZeroStep> for MappedFileAllocator {
 /// another thread than the writer, and never waits for it.
 pub fn take_prepared(allocator: ActorRef<MappedFileAllocator>) -> TakePrepared {
     Box::new(move |from| {
+        let asked = std::time::Instant::now();
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         // Past the mailbox bound: the question must not be lost while the allocator may be
         // writing the file, and the writer asks once per file.
         allocator.notify(Take { from, reply });
-        answer.recv().ok().flatten()
+        let file = answer.recv().ok().flatten();
+        // What a roll costs the writer's thread (the answer's wait), once per file.
+        tracing::debug!(
+            from,
+            taken = file.is_some(),
+            zeroed = file.as_ref().map_or(0, |f| f.zeroed_upto()),
+            waited_us = asked.elapsed().as_micros() as u64,
+            "CommitLog roll: asked the allocator for the file"
+        );
+        file
     })
 }
 
