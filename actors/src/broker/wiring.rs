@@ -72,7 +72,7 @@ pub struct BrokerHandle {
     accept: actix_rt::task::JoinHandle<()>,
     /// The replication thread: the HA port's connections (a master) or the replication client
     /// (a slave).
-    ha: actix::Arbiter,
+    ha: actix::ArbiterHandle,
     connections: ConnectionThreads,
     root: std::path::PathBuf,
     _lock: StoreLock,
@@ -360,7 +360,7 @@ struct Actors {
     meta_view: MetaView,
     registrar: ActorRef<Registrar>,
     /// The replication thread.
-    ha: actix::Arbiter,
+    ha: actix::ArbiterHandle,
     clients: ActorRef<ClientRegistry>,
     subs: SubscriptionView,
     pull_hold: ActorRef<PullHold>,
@@ -488,9 +488,9 @@ fn start_replication(
     store: &Arc<Store>,
     ha_listener: Option<std::net::TcpListener>,
     master_ha: Arc<ArcSwapOption<String>>,
-) -> actix::Arbiter {
-    let ha_arb = actix::Arbiter::new();
-    crate::metered::name_thread(&ha_arb.handle(), "ha");
+) -> actix::ArbiterHandle {
+    // The store's "ha" thread, where `HaMaster` runs: acks and wakes stay on one thread.
+    let ha_arb = store.ha_arbiter().clone();
     let ha_params = crate::store::ha::HaParams::from_config(&cfg.store);
     match ha_listener {
         Some(l) => {

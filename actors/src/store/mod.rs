@@ -167,6 +167,9 @@ pub struct Store {
     /// Replication: what the master's slaves acknowledged (SYNC_MASTER waits on it) and the
     /// wake for its HA connections.
     ha: Arc<crate::store::ha::HaState>,
+    /// The "ha" thread (`HaMaster` runs there; the broker puts the HA connections or the
+    /// slave there too). Stopped with the store's other threads at shutdown.
+    ha_arbiter: actix::ArbiterHandle,
     /// Taken (emptied) by `shutdown`. A mutex only so that `Store` is `Sync` (connection threads
     /// share it); it is touched once, at shutdown.
     arbiters: std::sync::Mutex<Vec<Arbiter>>,
@@ -304,6 +307,11 @@ impl Store {
     /// Replication state (what the slaves acknowledged), for the HA service and metrics.
     pub fn ha(&self) -> &Arc<crate::store::ha::HaState> {
         &self.ha
+    }
+
+    /// Replication's thread, where the HA connections or the slave belong (see the field).
+    pub fn ha_arbiter(&self) -> &actix::ArbiterHandle {
+        &self.ha_arbiter
     }
 
     /// A slave: writes CommitLog bytes its master sent at `start` (see

@@ -143,7 +143,13 @@ pub(super) async fn start(
         &reader,
     )
     .await?;
-    let ha = HaState::new();
+    // Replication's thread: `HaMaster` here, the HA connections or the slave beside it (the
+    // broker spawns them on `Store::ha_arbiter`), so acks and wakes stay on one thread.
+    let ha_arbiter = Arbiter::new();
+    crate::metered::name_thread(&ha_arbiter.handle(), "ha");
+    let ha = HaState::new_on(Some(&ha_arbiter.handle()));
+    let ha_handle = ha_arbiter.handle();
+    sys.started.push(ha_arbiter);
     let appending = sys.start_appending(log, checkpoint, &dispatch, &ha).await?;
     let schedule = sys.start_schedule(&reader, &appending.writer)?;
     let cleaner = sys.start_cleaner(appending.cl_files, &appending.writer, &dispatch);
@@ -163,6 +169,7 @@ pub(super) async fn start(
         index: index_reader,
         state,
         ha,
+        ha_arbiter: ha_handle,
         arbiters: std::sync::Mutex::new(arbiters),
         report,
     })

@@ -56,10 +56,16 @@ struct Published {
 impl HaState {
     /// Starts the [`HaMaster`] on the current thread.
     pub fn new() -> Arc<HaState> {
+        HaState::new_on(None)
+    }
+
+    /// Starts the [`HaMaster`] on `arbiter` (the store's "ha" thread, where the connections and
+    /// the slave run too: an ack reaches it, and its wakes reach them, without crossing threads).
+    pub fn new_on(arbiter: Option<&actix::ArbiterHandle>) -> Arc<HaState> {
         let published = Arc::new(Published::default());
         // Raised while no slave is attached: the writer's wakes stop at the flag (see `DataReady`).
         let data_flag = Arc::new(AtomicBool::new(true));
-        let master = start_on(None, HaMaster::new(published.clone(), data_flag.clone()));
+        let master = start_on(arbiter, HaMaster::new(published.clone(), data_flag.clone()));
         Arc::new(HaState {
             master,
             published,
