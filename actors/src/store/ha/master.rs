@@ -10,9 +10,9 @@
 //! Out: the wait's answer; wakes to the connections.
 //!
 //! [`HaState`] is the handle the store, the broker and `/metrics` hold: the actor's address and
-//! the two watermarks the actor publishes. It runs on the thread that opened the store (the
-//! broker's system thread): it only keeps books; the connections, which do the I/O, run on the
-//! "ha" thread.
+//! the two watermarks the actor publishes. It runs on the store's "ha" thread
+//! (`Store::ha_arbiter`), beside the connections or the slave, so an ack and a wake stay on one
+//! thread; SYNC_MASTER waits come to it from the connection threads.
 //!
 //! Invariants: the acked offset only grows; a wait is answered exactly once; a closed master
 //! answers every wait at once (FLUSH_SLAVE_TIMEOUT for those already waiting: the message is
