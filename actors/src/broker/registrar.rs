@@ -24,6 +24,8 @@
 //!   logged once per failure streak, and the recovery once.
 //! * After [`UnregisterAll`] nothing registers again: a tick must not resurrect a broker that
 //!   announced its shutdown.
+//! * [`register_and_wait`] is how a start waits for its first registration: bounded, and the
+//!   registrar goes on (every period) if the bound passes first.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,7 +45,7 @@ use actormq_core::protocol::header::{
 
 // Re-exported: tests drive the registrar through these paths.
 pub use super::messages::{GetRegistrations, NamesrvStatus, RegisterNow, UnregisterAll};
-use crate::metered::{Metered, Reply, Serve, Service};
+use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 use crate::remoting::client::RemotingClient;
 
 /// RocketMQ's `registerNameServerPeriod`.
@@ -360,6 +362,20 @@ async fn invoke(
         // Closed or timed out: the connection is suspect, so the next attempt reconnects.
         Err(e) => (None, Err(e.to_string())),
     }
+}
+
+/// Registers with every name server now and waits, at most `limit`, until each has answered or
+/// failed that registration; false if `limit` passed first (the registration goes on). The
+/// broker's start awaits it as Apache's `BrokerController.start` awaits `registerBrokerAll`
+/// (`broker/src/main/java/org/apache/rocketmq/broker/out/BrokerOuterAPI.java`: a latch over the
+/// name servers, at most `registerBrokerTimeoutMills`), so a client that routes as soon as the
+/// broker is up finds it and its topics (TBW102 among them).
+pub async fn register_and_wait(registrar: &ActorRef<Registrar>, limit: Duration) -> bool {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if registrar.send(RegisterNow(Some(tx))).await.is_err() {
+        return false;
+    }
+    matches!(tokio::time::timeout(limit, rx).await, Ok(Ok(())))
 }
 
 impl Service for Registrar {

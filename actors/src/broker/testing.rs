@@ -4,6 +4,11 @@
 //! Test defaults differ from production only where a test needs it: 127.0.0.1 only, ephemeral
 //! ports, 64 MiB CommitLog files and small ConsumeQueue/index files (so a test store stays small),
 //! offsets flushed every second. Any RocketMQ key can be overridden.
+//!
+//! `start` returns only once every name server has acknowledged the broker's registration (the
+//! broker's start waits for the first answers; `registered` then checks they were SUCCESS, or
+//! waits for an attempt still in flight, at most `REGISTER_LIMIT`): a client that sends at once
+//! finds the routes, TBW102's among them, instead of "No topic route info in name server".
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +18,43 @@ use actormq_core::clock::SystemClock;
 use actormq_core::config::{load_layers, Layer};
 use anyhow::Context as _;
 
-use super::wiring::{start, BrokerOptions};
+use super::wiring::{start, BrokerHandle, BrokerOptions};
+
+/// How long [`TestBroker::start`] waits, after the broker's start, for every name server to
+/// have answered a registration with SUCCESS.
+const REGISTER_LIMIT: Duration = Duration::from_secs(10);
+
+/// Waits (at most [`REGISTER_LIMIT`]) until every name server of `b` answered a registration with
+/// SUCCESS; the error names each one that has not, with its last error.
+async fn registered(b: &BrokerHandle) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + REGISTER_LIMIT;
+    loop {
+        let missing: Vec<String> = b
+            .registrations()
+            .await
+            .into_iter()
+            .filter(|s| s.successes == 0)
+            .map(|s| {
+                format!(
+                    "{} ({})",
+                    s.addr,
+                    s.last_error.as_deref().unwrap_or("no answer yet")
+                )
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "the test broker did not register with its name server(s) within {} s: {}",
+                REGISTER_LIMIT.as_secs(),
+                missing.join(", ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 pub struct TestBroker {
     /// `127.0.0.1:<port>` of the embedded name server.
@@ -31,7 +72,8 @@ pub struct TestBroker {
 
 impl TestBroker {
     /// Starts a broker whose store lives under `root`; `overrides` are RocketMQ config keys
-    /// (e.g. `("maxMessageSize", "1024")`).
+    /// (e.g. `("maxMessageSize", "1024")`). Returns once every name server acknowledged the
+    /// broker's registration; an error after `REGISTER_LIMIT` (10 s) names the ones that did not.
     ///
     /// Set `ACTORMQ_TEST_LOG` (an env-filter such as `actormq=debug`) to see the broker's log.
     pub fn start(root: &Path, overrides: &[(&str, &str)]) -> anyhow::Result<TestBroker> {
@@ -86,6 +128,12 @@ impl TestBroker {
                             anyhow::bail!(msg);
                         }
                     };
+                    if let Err(e) = registered(&b).await {
+                        let msg = format!("{e:#}");
+                        let _ = addr_tx.send(Err(msg.clone()));
+                        b.stop().await.context(msg.clone())?;
+                        anyhow::bail!(msg);
+                    }
                     let ns = b
                         .namesrv
                         .as_ref()

@@ -7,12 +7,13 @@
 //! embedded name server ([`name_servers`]) → start the actors ([`start_actors`]: metadata,
 //! registrar, replication, client registry, long polling) → build the connection threads'
 //! processors ([`processor_factory`]) and accept → serve `/metrics` → register with the name
-//! servers. Stop reverses it: stop accepting (requests and scrapes), stop replication,
-//! unregister, flush and close the store, close the connections, persist metadata, remove the
-//! abort file, release the lock.
+//! servers and wait for their answers (at most `registerBrokerTimeoutMills`). Stop reverses it:
+//! stop accepting (requests and scrapes), stop replication, unregister, flush and close the
+//! store, close the connections, persist metadata, remove the abort file, release the lock.
 //!
 //! Owns the handles of everything it started; no messages of its own beyond the first
-//! `RegisterNow` and the last `UnregisterAll` (registrar) and `PersistAll` (metadata).
+//! `RegisterNow`, `GetRegistrations` (status) and the last `UnregisterAll` (registrar) and
+//! `PersistAll` (metadata).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -31,12 +32,14 @@ use tokio::net::TcpListener;
 
 use super::clients::{ClientRegistry, SubscriptionView};
 use super::live_config::LiveConfig;
-use super::messages::{MessagesArrived, PersistAll, RegisterNow, UnregisterAll};
+use super::messages::{
+    GetRegistrations, MessagesArrived, NamesrvStatus, PersistAll, RegisterNow, UnregisterAll,
+};
 use super::metadata::{MetaSettings, MetaView, Metadata};
 use super::metrics_source::ActorSource;
 use super::processor::BrokerProcessorFactory;
 use super::pull_hold::PullHold;
-use super::registrar::{BrokerIdentity, Registrar};
+use super::registrar::{register_and_wait, BrokerIdentity, Registrar};
 use super::settings::ProcessorSettings;
 use super::slave_sync;
 use crate::metered::{start_on, ActorRef};
@@ -129,7 +132,13 @@ pub async fn start(
     let connections = ConnectionThreads::start(threads, Arc::new(factory));
     let accept = actix_rt::spawn(connections.serve(net.listener));
     let metrics_server = MetricsServer::start(net.metrics, net.ip, scrape)?;
-    actors.registrar.try_notify(RegisterNow(None));
+    let limit = Duration::from_millis(cfg.broker.register_broker_timeout_ms.max(1000));
+    if !register_and_wait(&actors.registrar, limit).await {
+        tracing::warn!(
+            limit_ms = limit.as_millis() as u64,
+            "the first registration with the name servers is not answered yet; starting anyway"
+        );
+    }
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         broker = %net.store_host,
@@ -561,6 +570,15 @@ fn processor_factory(
 }
 
 impl BrokerHandle {
+    /// How registering with each name server is going (the registrar's status), in
+    /// configuration order; empty if the registrar is gone.
+    pub async fn registrations(&self) -> Vec<NamesrvStatus> {
+        self.registrar
+            .send(GetRegistrations)
+            .await
+            .unwrap_or_default()
+    }
+
     /// Clean stop: stop accepting, unregister, flush and close the store, close the
     /// connections, persist metadata, remove the abort file so the next start takes the normal
     /// recovery path.
