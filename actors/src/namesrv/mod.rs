@@ -61,6 +61,20 @@ use crate::namesrv::config::NamesrvConfig;
 use crate::namesrv::kv::{KvConfigTable, NAMESPACE_ORDER_TOPIC_CONFIG};
 use crate::remoting::server::{serve, ConnInfo, Handled, Processor};
 
+/// The `Ok` value of a request's decode (a header's `from_command`, a field's `require_str`),
+/// or — returned from the enclosing handler — a SYSTEM_ERROR reply whose remark is the decode
+/// error's message. The name server's `from_command` and `require_str` reads all go through it
+/// (the broker's header decodes through `broker/context.rs`'s `header_or_reply!`). Defined
+/// before the submodules so that [`queries`] can use it.
+macro_rules! or_system_error {
+    ($decoded:expr, $req:expr) => {
+        match $decoded {
+            Ok(v) => v,
+            Err(e) => return system_error($req, e.to_string()),
+        }
+    };
+}
+
 pub mod config;
 pub mod kv;
 pub mod messages;
@@ -595,10 +609,7 @@ impl NamesrvProcessor {
     }
 
     fn register_broker(&self, req: &RemotingCommand, conn: &ConnInfo) -> Handled {
-        let header = match RegisterBrokerRequestHeader::from_command(req) {
-            Ok(h) => h,
-            Err(e) => return system_error(req, e.to_string()),
-        };
+        let header = or_system_error!(RegisterBrokerRequestHeader::from_command(req), req);
         if header.body_crc32 != 0 {
             let crc = body_crc(&req.body);
             if i64::from(crc) != i64::from(header.body_crc32) {
@@ -650,10 +661,7 @@ impl NamesrvProcessor {
     /// `DefaultRequestProcessor` answers them: a missing header field is SYSTEM_ERROR (its
     /// `@CFNotNull`), an absent item QUERY_NOT_FOUND with 4.9.4's remark.
     fn kv_config(&self, req: &RemotingCommand) -> Handled {
-        let namespace = match req.require_str("namespace") {
-            Ok(n) => n.to_owned(),
-            Err(e) => return system_error(req, e.to_string()),
-        };
+        let namespace = or_system_error!(req.require_str("namespace"), req).to_owned();
         if req.code == request_code::GET_KVLIST_BY_NAMESPACE {
             return self.ask(
                 req,
@@ -664,20 +672,14 @@ impl NamesrvProcessor {
                 },
             );
         }
-        let key = match req.require_str("key") {
-            Ok(k) => k.to_owned(),
-            Err(e) => return system_error(req, e.to_string()),
-        };
+        let key = or_system_error!(req.require_str("key"), req).to_owned();
         let done = |result: Result<(), String>, resp: RemotingCommand| match result {
             Ok(()) => resp,
             Err(remark) => error_from(resp, remark),
         };
         match req.code {
             request_code::PUT_KV_CONFIG => {
-                let value = match req.require_str("value") {
-                    Ok(v) => v.to_owned(),
-                    Err(e) => return system_error(req, e.to_string()),
-                };
+                let value = or_system_error!(req.require_str("value"), req).to_owned();
                 let msg = PutKvConfig {
                     namespace,
                     key,
@@ -703,14 +705,8 @@ impl NamesrvProcessor {
     }
 
     fn register_topic(&self, req: &RemotingCommand, conn: &ConnInfo) -> Handled {
-        let topic = match req.require_str("topic") {
-            Ok(t) => t.to_owned(),
-            Err(e) => return system_error(req, e.to_string()),
-        };
-        let queue_datas = match topic_queue_datas(&topic, req) {
-            Ok(q) => q,
-            Err(e) => return system_error(req, e),
-        };
+        let topic = or_system_error!(req.require_str("topic"), req).to_owned();
+        let queue_datas = or_system_error!(topic_queue_datas(&topic, req), req);
         let msg = RegisterTopic {
             topic,
             queue_datas,
@@ -791,16 +787,11 @@ impl Processor for NamesrvProcessor {
         match req.code {
             request_code::REGISTER_BROKER => self.register_broker(&req, conn),
             request_code::UNREGISTER_BROKER => {
-                match UnregisterBrokerRequestHeader::from_command(&req) {
-                    Ok(h) => self.ask(&req, UnregisterBroker(h), |(), resp| resp),
-                    Err(e) => system_error(&req, e.to_string()),
-                }
+                let h = or_system_error!(UnregisterBrokerRequestHeader::from_command(&req), &req);
+                self.ask(&req, UnregisterBroker(h), |(), resp| resp)
             }
             request_code::GET_ROUTEINFO_BY_TOPIC => {
-                let topic = match req.require_str("topic") {
-                    Ok(t) => t.to_owned(),
-                    Err(e) => return system_error(&req, e.to_string()),
-                };
+                let topic = or_system_error!(req.require_str("topic"), &req).to_owned();
                 // As 4.9.4's name server: standard JSON (quoted broker ids) for a request of
                 // version ≥ V4_9_4 (401) or with `acceptStandardJsonOnly`, else fastjson's bare
                 // integer keys (DefaultRequestProcessor.getRouteInfoByTopic).
@@ -844,17 +835,15 @@ impl Processor for NamesrvProcessor {
             }
             request_code::REGISTER_TOPIC_IN_NAMESRV => self.register_topic(&req, conn),
             request_code::DELETE_TOPIC_IN_NAMESRV => {
-                match DeleteTopicFromNamesrvRequestHeader::from_command(&req) {
-                    Ok(h) => self.ask(
-                        &req,
-                        DeleteTopic {
-                            topic: h.topic,
-                            cluster: h.cluster_name,
-                        },
-                        |_, resp| resp,
-                    ),
-                    Err(e) => system_error(&req, e.to_string()),
-                }
+                let h = or_system_error!(
+                    DeleteTopicFromNamesrvRequestHeader::from_command(&req),
+                    &req
+                );
+                let msg = DeleteTopic {
+                    topic: h.topic,
+                    cluster: h.cluster_name,
+                };
+                self.ask(&req, msg, |_, resp| resp)
             }
             code @ (request_code::WIPE_WRITE_PERM_OF_BROKER
             | request_code::ADD_WRITE_PERM_OF_BROKER) => {

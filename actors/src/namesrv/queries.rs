@@ -210,10 +210,9 @@ impl NamesrvProcessor {
         let broker_addr = if req.ext_fields.is_empty() {
             None
         } else {
-            match QueryDataVersionRequestHeader::from_command(req) {
-                Ok(h) => Some(h.broker_addr),
-                Err(e) => return system_error(req, e.to_string()),
-            }
+            Some(
+                or_system_error!(QueryDataVersionRequestHeader::from_command(req), req).broker_addr,
+            )
         };
         if req.body.is_empty() {
             return system_error(
@@ -256,10 +255,9 @@ impl NamesrvProcessor {
                 if req.ext_fields.is_empty() {
                     TopicListQuery::ByCluster(None)
                 } else {
-                    match GetTopicsByClusterRequestHeader::from_command(req) {
-                        Ok(h) => TopicListQuery::ByCluster(Some(h.cluster)),
-                        Err(e) => return system_error(req, e.to_string()),
-                    }
+                    let h =
+                        or_system_error!(GetTopicsByClusterRequestHeader::from_command(req), req);
+                    TopicListQuery::ByCluster(Some(h.cluster))
                 }
             }
             request_code::GET_SYSTEM_TOPIC_LIST_FROM_NS => TopicListQuery::System,
