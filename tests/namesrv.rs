@@ -1,6 +1,7 @@
 //! The name server over real TCP: brokers registering (through the `Registrar` actor or raw
 //! REGISTER_BROKER requests), clients reading routes with GET_ROUTEINFO_BY_TOPIC, expiry,
-//! unregistration and the error answers (spec §11.11, §12, the rocketmq-client-rust trace).
+//! unregistration and the error answers (as 4.9.4's `DefaultRequestProcessor` answers, and the
+//! rocketmq-client-rust trace).
 //!
 //! Every test starts its own name server on 127.0.0.1 port 0 in its own actix system. Waits are
 //! bounded polls ([`eventually`]); expiry runs with a 200 ms expiry and a 50 ms scan, so no test

@@ -2819,11 +2819,12 @@ fn from_min(store: &Store, topic: &str, q: i32) -> Vec<(u64, String, u64)> {
     out
 }
 
-/// Retention (spec §9): with every file expired, one round deletes every CommitLog file but the
-/// last, then the ConsumeQueue and index files that only point into them. A consumer below the
-/// new min offset is told OFFSET_TOO_SMALL with the min as its next offset, and from there reads
-/// every message still stored, intact, with its old queue offset. Appends go on meanwhile.
-/// Clean and abnormal restarts keep the same min offsets (`correctMinOffset` at load).
+/// Retention (Apache's `DefaultMessageStore.CleanCommitLogService`): with every file expired, one
+/// round deletes every CommitLog file but the last, then the ConsumeQueue and index files that only
+/// point into them. A consumer below the new min offset is told OFFSET_TOO_SMALL with the min as
+/// its next offset, and from there reads every message still stored, intact, with its old queue
+/// offset. Appends go on meanwhile. Clean and abnormal restarts keep the same min offsets
+/// (`correctMinOffset` at load).
 #[actix::test]
 async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_offset() {
     let dir = tempfile::tempdir().unwrap();

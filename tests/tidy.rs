@@ -10,8 +10,9 @@
 //! * no source file longer than [`FILE_LINES`] lines outside [`BIG_FILES`];
 //! * README.md at most [`README_LINES`] lines, ARCHITECTURE.md at most [`ARCHITECTURE_LINES`];
 //! * no comment in `src/`, `actors/src/` or `tests/` citing documents that are not in the
-//!   repository (the design notes, the RocketMQ facts and ecosystem notes, a spec folder)
-//!   outside [`CITATIONS`]: comments cite files here or Apache RocketMQ's sources.
+//!   repository (the design notes, the RocketMQ facts and ecosystem notes, a spec folder, any
+//!   numbered section) outside [`CITATIONS`]: comments cite files here or Apache RocketMQ's
+//!   sources.
 //!
 //! Every allow-list pins what is there today: an entry must match the code exactly (a count) or
 //! still be needed (a size), so a list only shrinks when the code gets better, and an entry that
@@ -93,8 +94,23 @@ const LONG_FNS: &[(&str, &str, usize)] = &[];
 const BIG_FILES: &[(&str, usize)] = &[];
 
 /// Files whose comments may cite documents that are not in the repository, as (file, citations).
-/// Empty: every comment cites this repository or Apache RocketMQ's sources.
-const CITATIONS: &[(&str, usize)] = &[];
+/// Left: the store's numbered-section citations, to become Apache class names or ARCHITECTURE.md
+/// (these files were being reworked on another branch when the rule widened to section signs).
+const CITATIONS: &[(&str, usize)] = &[
+    ("actors/src/store/cleaner.rs", 1),
+    ("src/store/checkpoint.rs", 1),
+    ("src/store/commit_log.rs", 5),
+    ("src/store/consume_queue.rs", 5),
+    ("src/store/index_file.rs", 11),
+    ("src/store/mapped_file.rs", 2),
+    ("src/store/queue_table.rs", 1),
+    ("src/store/reader.rs", 2),
+    ("src/store/recovery.rs", 4),
+    ("src/store/schedule.rs", 2),
+    ("src/store/status.rs", 3),
+    ("src/store/store_lock.rs", 1),
+    ("src/store/validate.rs", 1),
+];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -593,7 +609,11 @@ fn docs_are_within_budget() {
 
 #[test]
 fn comments_cite_only_what_is_in_the_repository() {
-    let pattern = Regex::new(r"\bDESIGN\b|ROCKETMQ_FACTS|\bECOSYSTEM\b|\bspec/").unwrap();
+    // Documents by name, a spec folder, and any section sign (U+00A7): a numbered section, with
+    // or without its document's name, is one of a document that is not here (ARCHITECTURE.md has
+    // no numbered sections; Apache's sources are cited by class or path).
+    let pattern =
+        Regex::new(r"§|\bDESIGN\b|\bFACTS\b|ROCKETMQ_FACTS|\bECOSYSTEM\b|\bspec/").unwrap();
     let mut found: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
     for file in rust_files(&["src", "actors/src", "tests"]) {
         let hits: Vec<_> = scan(&read(&file))

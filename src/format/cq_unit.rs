@@ -1,6 +1,6 @@
 //! The ConsumeQueue unit: 20 bytes, `i64 CommitLog physical offset, i32 record size, i64 tagsCode`
-//! (spec §4.1), big-endian. A ConsumeQueue file is nothing but these units back to back, unit `n`
-//! at byte `n * 20`.
+//! (Apache's `ConsumeQueue.putMessagePositionInfo`), big-endian. A ConsumeQueue file is nothing but
+//! these units back to back, unit `n` at byte `n * 20`.
 
 /// Size of one unit (`CQ_STORE_UNIT_SIZE`).
 pub const CQ_UNIT_SIZE: usize = 20;
@@ -39,7 +39,8 @@ impl CqUnit {
         })
     }
 
-    /// Recovery's validity rule (spec §6.4): a unit is real if it points somewhere with a size.
+    /// Recovery's validity rule (`ConsumeQueue.recover`: `offset >= 0 && size > 0`): a unit is real
+    /// if it points somewhere with a size.
     pub fn is_valid(&self) -> bool {
         self.phy_offset >= 0 && self.size > 0 && self.size != i32::MAX
     }

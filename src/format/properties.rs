@@ -30,8 +30,8 @@ pub const KEY_SEPARATOR: char = ' ';
 /// The stored length is a signed 16-bit integer, so the UTF-8 string may not exceed this.
 pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
 
-/// Well-known property names (spec §2.2). Constants are named after the stored string; the Java
-/// constant name is given as a doc alias where it differs.
+/// Well-known property names (Apache's `MessageConst`). Constants are named after the stored
+/// string; the Java constant name is given as a doc alias where it differs.
 pub mod keys {
     /// User keys, space separated; each one is indexed.
     pub const KEYS: &str = "KEYS";

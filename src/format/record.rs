@@ -1,6 +1,7 @@
 //! The CommitLog record: one message as RocketMQ lays it out on disk, and the end-of-file BLANK.
 //!
-//! Owns: the byte layout (spec §1.1), the BLANK (§1.2), the sysFlag bits (§1.4), the writer
+//! Owns: the byte layout (Apache's `CommitLog.calMsgLength` and `DefaultAppendMessageCallback`),
+//! the BLANK (`CommitLog.BLANK_MAGIC_CODE`), the sysFlag bits (`MessageSysFlag`), the writer
 //! ([`encode_into`], straight into a mapped file) and the validating reader ([`check`]).
 //!
 //! Layout (big-endian; `BH`/`SH` = 8 for an IPv4 host, 20 for IPv6, chosen by sysFlag bits 4/5):
@@ -831,7 +832,7 @@ mod tests {
         let m = sample("TopicTest", "192.168.0.10:54321");
         let got = encode(&m, 42, 1_073_741_924, 1_700_000_000_005);
         let total = 91 + 14 + 9 + PROPS.len();
-        // Built field by field from the spec table (§1.1).
+        // Built field by field from the layout in this module's doc.
         let mut e: Vec<u8> = Vec::new();
         e.extend((total as i32).to_be_bytes()); // TOTALSIZE @0
         e.extend([0xDA, 0xA3, 0x20, 0xA7]); // MAGICCODE @4 (v1)

@@ -1,5 +1,6 @@
-//! The SEND_BATCH_MESSAGE body (spec §11.6): the client's encoding of several messages that
-//! share one V2 header (topic, queue, sysFlag, born timestamp come from the header).
+//! The SEND_BATCH_MESSAGE body (Apache's `MessageDecoder.encodeMessages`): the client's encoding of
+//! several messages that share one V2 header (topic, queue, sysFlag, born timestamp come from the
+//! header).
 //!
 //! Layout of each element, big-endian, concatenated with nothing in between:
 //! `i32 totalSize | i32 magic | i32 bodyCRC | i32 flag | i32 bodyLen + body | i16 propLen + props`
@@ -27,7 +28,8 @@ pub struct BatchItem {
     /// The message's user flag.
     pub flag: i32,
     pub body: Bytes,
-    /// Properties string (spec §2.1), e.g. this message's `UNIQ_KEY`.
+    /// Properties string (`MessageDecoder.messageProperties2String`), e.g. this message's
+    /// `UNIQ_KEY`.
     pub properties: String,
 }
 

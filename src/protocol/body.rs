@@ -297,7 +297,7 @@ pub struct UnlockBatchRequestBody {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Routes (105, 106) — spec §11.11
+// Routes (105, 106) — Apache's `TopicRouteData`, `QueueData`, `BrokerData`
 
 /// Topic permission bits (`PermName`).
 pub mod perm {
@@ -399,7 +399,7 @@ pub struct TopicList {
 }
 
 // ---------------------------------------------------------------------------------------------
-// REGISTER_BROKER (103) — spec §12
+// REGISTER_BROKER (103) — Apache's `RegisterBrokerBody`
 
 /// REGISTER_BROKER request body (uncompressed form).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! The remoting frame codec: pure functions from a byte buffer to [`RemotingCommand`]s and back.
 //!
-//! Frame (spec §11.1, all big-endian):
+//! Frame (Apache's `RemotingCommand.encode` and `NettyDecoder`, all big-endian):
 //! ```text
 //! [i32 frameLen = 4 + headerLen + bodyLen]
 //! [i32 (serializeType << 24) | headerLen]      serializeType 0 = JSON, 1 = ROCKETMQ

@@ -1,4 +1,4 @@
-//! Request and response codes of the remoting protocol (spec §11.3, §11.4), with names for logs.
+//! Request and response codes of the remoting protocol, with names for logs.
 //!
 //! Owns: the numbers. Names are RocketMQ's (`RequestCode` / `ResponseCode` constants), so a log
 //! line or a packet capture can be matched against Java's sources and tools.
@@ -137,7 +137,7 @@ code_table! {
         GET_BROKER_CONSUME_STATS = 317,
         UPDATE_NAMESRV_CONFIG = 318,
         GET_NAMESRV_CONFIG = 319,
-        /// V2 header; body = batch encoding (spec §11.6).
+        /// V2 header; body = batch encoding (`batch.rs`).
         SEND_BATCH_MESSAGE = 320,
         QUERY_CONSUME_QUEUE = 321,
         QUERY_DATA_VERSION = 322,

@@ -1,8 +1,8 @@
 //! `RemotingCommand`: one request or response of RocketMQ's remoting protocol, decoded.
 //!
-//! Owns: the in-memory form of a frame (spec §11.2) — code, sender language and version, the
-//! request id (`opaque`), the flag bits, the optional remark, the `extFields` ("custom header")
-//! and the body — plus the typed accessors every request handler uses to read `extFields`.
+//! Owns: the in-memory form of a frame (Apache's `RemotingCommand`) — code, sender language and
+//! version, the request id (`opaque`), the flag bits, the optional remark, the `extFields` ("custom
+//! header") and the body — plus the typed accessors every request handler uses to read `extFields`.
 //!
 //! Invariants:
 //! * [`ExtFields`] never holds the same key twice. On the wire Java keeps them in a `HashMap`, so
@@ -23,9 +23,9 @@ pub const RESPONSE_FLAG: i32 = 0x1;
 pub const ONEWAY_FLAG: i32 = 0x2;
 
 /// `version` ActorMQ puts in the commands it builds: `MQVersion.V4_9_4` (401), the release line
-/// spec §11 is verified against. Clients do not branch on a broker's version; name servers do
-/// branch on a *request's* version (≥ 401 ⇒ standard JSON), so claiming 4.9.4 gets the modern
-/// encodings from peers.
+/// `tests/conformance` compares this protocol against. Clients do not branch on a broker's version;
+/// name servers do branch on a *request's* version (≥ 401 ⇒ standard JSON), so claiming 4.9.4 gets
+/// the modern encodings from peers.
 pub const OUR_VERSION: i32 = 401;
 
 /// How the header of a frame is encoded (top byte of the frame's second word).
@@ -34,7 +34,7 @@ pub enum SerializeType {
     /// `0`: the header is a JSON object. What Java uses by default.
     #[default]
     Json,
-    /// `1`: RocketMQ's own compact binary header (spec §11.2 layout).
+    /// `1`: RocketMQ's own compact binary header (`rocketmq_header.rs`).
     RocketMq,
 }
 

@@ -1,4 +1,4 @@
-//! RocketMQ's classic master/slave replication wire (spec §8; `HAService`, `HAConnection`,
+//! RocketMQ's classic master/slave replication wire (`HAService`, `HAConnection`,
 //! `HAClient` of RocketMQ 4.x, also the default HA of 5.x): plain TCP on `haListenPort`, no
 //! remoting frames, big-endian integers.
 //!
@@ -121,7 +121,8 @@ impl TransferReader {
 }
 
 /// Master side: where a slave's transfer starts. A slave that reports 0 has nothing and starts
-/// at the beginning of the master's last CommitLog file, not at 0 (spec §8.3).
+/// at the beginning of the master's last CommitLog file, not at 0 (`HAConnection`'s
+/// `WriteSocketService`).
 pub fn start_offset(first_report: u64, master_max: u64, file_size: u64) -> u64 {
     if first_report == 0 {
         master_max - master_max % file_size

@@ -1,9 +1,9 @@
 //! Typed request/response headers: the `extFields` of each command ActorMQ serves or sends.
 //!
-//! Owns: the mapping between Java's header classes (field names exactly as Java spells them,
-//! spec §11.4–§11.9, §12) and Rust structs, in both directions (`from_command` /
-//! `to_ext_fields`), so request handlers never touch raw strings and the broker's own requests
-//! (to the name server, to clients) use the same definitions.
+//! Owns: the mapping between Java's header classes (field names exactly as Java spells them in
+//! Apache's `common/src/main/java/org/apache/rocketmq/common/protocol/header/`) and Rust structs,
+//! in both directions (`from_command` / `to_ext_fields`), so request handlers never touch raw
+//! strings and the broker's own requests (to the name server, to clients) use the same definitions.
 //!
 //! Invariants:
 //! * A field is required exactly when its type is not an `Option` and it has no default; a
@@ -207,7 +207,7 @@ pub struct SendMessageRequestHeader {
     pub sys_flag: i32,
     pub born_timestamp: i64,
     pub flag: i32,
-    /// Properties string (spec §2.1); absent ⇒ empty.
+    /// Properties string (`MessageDecoder.messageProperties2String`); absent ⇒ empty.
     pub properties: String,
     /// Absent ⇒ 0.
     pub reconsume_times: i32,
@@ -400,7 +400,8 @@ impl<'a> SendHeaderRef<'a> {
 }
 
 header! {
-    /// SEND response. `msgId` is the offset message id (spec §2.3; comma-joined for batches);
+    /// SEND response. `msgId` is the offset message id (`MessageDecoder.createMessageId`;
+    /// comma-joined for batches);
     /// `MSG_REGION` and `TRACE_ON` travel here too and clients copy them onto the message.
     pub struct SendMessageResponseHeader {
         msg_id: String => "msgId",
@@ -698,7 +699,7 @@ header! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Name server registration (spec §12)
+// Name server registration (Apache's `header/namesrv/`)
 
 header! {
     /// REGISTER_BROKER (103), broker → name server; body `RegisterBrokerBody`.

@@ -1,4 +1,5 @@
-//! Apache RocketMQ's remoting protocol, as pure functions and plain data (spec §11, §12).
+//! Apache RocketMQ's remoting protocol, as pure functions and plain data (Apache's `remoting/`
+//! module, and the headers and bodies of `common/…/protocol/`).
 //!
 //! * [`codec`] — the frame: `decode_frame` / `encode_frame` over a `BytesMut`, both header
 //!   encodings (`json_header` with its allocation-free fast path `json_fast`,

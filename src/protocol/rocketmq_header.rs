@@ -1,6 +1,6 @@
 //! The ROCKETMQ binary header encoding (serialize type 1), both directions.
 //!
-//! Layout (big-endian, spec §11.2):
+//! Layout (big-endian, Apache's `RocketMQSerializable.rocketMQProtocolEncode`):
 //! `i16 code | u8 language | i16 version | i32 opaque | i32 flag |
 //!  i32 remarkLen + remark | i32 extLen + repeated(i16 keyLen + key, i32 valLen + val)`.
 //! The fixed part is 21 bytes; a zero length means "null" (no remark, no extFields).

@@ -1,5 +1,5 @@
-//! The name server (spec §12): which brokers exist, where they listen, and which topics they
-//! serve — what every RocketMQ client asks before it talks to a broker.
+//! The name server (Apache's `namesrv/`): which brokers exist, where they listen, and which topics
+//! they serve — what every RocketMQ client asks before it talks to a broker.
 //!
 //! * [`RouteRegistry`] (actor `route_registry`) owns the four tables of RocketMQ's
 //!   `RouteInfoManager`: clusterAddrTable (cluster → broker names), brokerAddrTable (broker name →

@@ -15,8 +15,8 @@
 //!   the request latency (HdrHistogram, from the moment the request was queued for the socket)
 //!   and counts errors per response code with the first remark. Messages look like a Java
 //!   client's: SEND_MESSAGE_V2 (310, short header names; `--v1` for SEND_MESSAGE 10) or
-//!   SEND_BATCH_MESSAGE (320, spec §11.6 body) with properties `TAGS`, `UNIQ_KEY` (32 upper-hex
-//!   digits) and `WAIT=true`.
+//!   SEND_BATCH_MESSAGE (320, body as `protocol/batch.rs`) with properties `TAGS`, `UNIQ_KEY` (32
+//!   upper-hex digits) and `WAIT=true`.
 //! * Consume: every read queue of the topic's master is pulled with PULL_MESSAGE (11) without
 //!   suspension, one pull in flight per queue, queues spread over `C` connections, from offset 0
 //!   (or the queue's max offset with `--from-end`), until `--count` messages, `--duration`, or no
