@@ -1,6 +1,8 @@
 //! IndexFile: RocketMQ's `index/` directory — a hash index from `topic#key` / `topic#uniqKey` to
 //! CommitLog physical offsets, used by QUERY_MESSAGE (by KEYS) and by message-id lookups
-//! (by UNIQ_KEY). Byte-compatible with RocketMQ's `IndexFile`/`IndexHeader` (FACTS §5).
+//! (by UNIQ_KEY). Byte-compatible with RocketMQ's `IndexFile`/`IndexHeader`. The Java methods
+//! named below are theirs and `IndexService`'s, all in
+//! store/src/main/java/org/apache/rocketmq/store/index/.
 //!
 //! # What it owns
 //! [`IndexStore`] owns the directory and every index file in it. It is held by exactly one owner
@@ -9,7 +11,7 @@
 //! handed to any number of query threads; they never block the writer and never take a lock.
 //!
 //! # Calls in and out
-//! * in (owner): [`IndexStore::open`] at startup (FACTS §6.3 step 2) — a file whose size or
+//! * in (owner): [`IndexStore::open`] at startup (`IndexService.load`) — a file whose size or
 //!   header breaks a rule is left out with every later file ([`IndexStore::damage`]; RocketMQ
 //!   maps it as it is), and [`IndexStore::begin_rebuild`] takes them, and files naming records
 //!   past the recovered end, off the disk behind a rebuild marker that [`finish_rebuild`]
@@ -18,10 +20,11 @@
 //!   [`IndexStore::mark_all_unflushed`] when only the process died (files kept as the page cache
 //!   holds them); [`IndexStore::put`] per dispatched
 //!   record; [`IndexStore::flush`]; [`IndexStore::delete_files_below`] when the CommitLog min offset
-//!   grows (FACTS §9). After a successful `flush`, the owner may checkpoint
-//!   `indexMsgTimestamp = full_files_end_timestamp()` (RocketMQ checkpoints only full files).
-//! * in (readers): [`IndexReader::query`] (FACTS §5.4). The caller applies the request cap
-//!   (`min(maxNum, maxMsgsNumBatch)`) and reads the records at the returned offsets.
+//!   grows (`IndexService.deleteExpiredFile`). After a successful `flush`, the owner may
+//!   checkpoint `indexMsgTimestamp = full_files_end_timestamp()` (RocketMQ checkpoints only full
+//!   files, `IndexService.flush`).
+//! * in (readers): [`IndexReader::query`] (`IndexService.queryOffset`). The caller applies the
+//!   request cap (`min(maxNum, maxMsgsNumBatch)`) and reads the records at the returned offsets.
 //! * out: nothing is sent; errors are [`IndexError`]s naming the file, field/offset and rule.
 //!
 //! # Layout (all big-endian)
@@ -276,8 +279,8 @@ impl IndexFile {
     }
 
     /// Creates `dir/name` fully allocated, with a header inheriting the previous file's end
-    /// values (FACTS §5.1). Built under a temporary name and linked last, so a file with a real
-    /// name always has its full size and a header.
+    /// values (`IndexService.getAndCreateLastIndexFile`). Built under a temporary name and linked
+    /// last, so a file with a real name always has its full size and a header.
     fn create(
         dir: &Path,
         name: &str,
@@ -331,7 +334,8 @@ impl IndexFile {
         Ok(f)
     }
 
-    /// Maps an existing file, validating its size and header (FACTS §6.3 step 2).
+    /// Maps an existing file, validating its size and header (`IndexService.load` maps each file
+    /// as it is).
     fn open(path: &Path, slots: u32, entries: u32) -> Result<Self, IndexError> {
         let file = OpenOptions::new().read(true).write(true).open(path);
         let file = file.map_err(io_err(path, "open"))?;
@@ -522,7 +526,7 @@ impl IndexFile {
         self.dirty.store(true, Ordering::Relaxed);
     }
 
-    /// `IndexFile.putKey` (FACTS §5.2). Writer only; returns false when the file is full.
+    /// `IndexFile.putKey`. Writer only; returns false when the file is full.
     fn put_key(&self, key_hash: i32, phy_offset: i64, store_timestamp: i64) -> bool {
         let count = self.index_count.load(Ordering::Relaxed); // only this thread stores it
         if count >= self.index_num as i32 {
@@ -587,7 +591,7 @@ impl IndexFile {
         true
     }
 
-    /// `IndexFile.selectPhyOffset`: walks one slot chain (FACTS §5.4). Reader-safe.
+    /// `IndexFile.selectPhyOffset`: walks one slot chain. Reader-safe.
     fn select(&self, key_hash: i32, max_num: usize, begin: i64, end: i64, out: &mut Vec<i64>) {
         let head = i32::from_be(
             self.slot(key_hash as u32 % self.slot_num)
@@ -1167,7 +1171,7 @@ impl IndexStore {
         }
     }
 
-    /// Abnormal-exit recovery (FACTS §6.3 step 2): deletes every file whose endTimestamp is
+    /// Abnormal-exit recovery (`IndexService.load`): deletes every file whose endTimestamp is
     /// after `end_timestamp` (the checkpoint's indexMsgTimestamp). Returns how many.
     pub fn destroy_newer_than(&mut self, end_timestamp: i64) -> usize {
         let (doomed, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
@@ -1198,8 +1202,9 @@ impl IndexStore {
         Some((begin, kept_end_ts))
     }
 
-    /// Cleanup (FACTS §9): deletes the oldest files whose endPhyOffset < `min_phy_offset`,
-    /// stopping at the first that is not, and never the newest file. Returns how many.
+    /// Cleanup (`IndexService.deleteExpiredFile`): deletes the oldest files whose endPhyOffset <
+    /// `min_phy_offset`, stopping at the first that is not, and never the newest file. Returns how
+    /// many.
     pub fn delete_files_below(&mut self, min_phy_offset: i64) -> usize {
         let n = self.files[..self.files.len().saturating_sub(1)]
             .iter()
@@ -1262,7 +1267,7 @@ pub struct IndexReader {
 }
 
 impl IndexReader {
-    /// `IndexService.queryOffset` (FACTS §5.4): files newest → oldest; a file is searched when
+    /// `IndexService.queryOffset`: files newest → oldest; a file is searched when
     /// its [begin, end] overlaps [begin_ts, end_ts]; scanning stops at a file that begins before
     /// `begin_ts` or once `max_num` offsets are found. The caller caps `max_num`
     /// (`maxMsgsNumBatch`). Offsets are returned ascending.
