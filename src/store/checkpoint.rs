@@ -1,4 +1,5 @@
-//! The store's `checkpoint` file (RocketMQ's `StoreCheckpoint`, spec §6.2): which store times and
+//! The store's `checkpoint` file (RocketMQ's `StoreCheckpoint`,
+//! store/src/main/java/org/apache/rocketmq/store/StoreCheckpoint.java): which store times and
 //! offsets are known to be durable, so abnormal recovery knows how far back to re-dispatch.
 //!
 //! Owns: the file `${storePathRootDir}/checkpoint` and its byte layout — exactly one 4096-byte

@@ -8,7 +8,8 @@
 //! no one offered, the [`TakePrepared`] hook when the runtime set one (the allocator may still be
 //! zeroing that file: the writer takes it from its owner rather than open its name beside it).
 //!
-//! Invariants (spec §1.2, §14 items 1–2):
+//! Invariants (the first two are RocketMQ's `DefaultAppendMessageCallback.doAppend`, in
+//! store/src/main/java/org/apache/rocketmq/store/CommitLog.java):
 //! * a record never ends within 8 bytes of its file's end: when `len + 8 > remaining`, an 8-byte
 //!   BLANK (`remaining`, `BLANK_MAGIC`) is written, the whole rest of the file counts as written,
 //!   and the record goes to the next file — a batch rolls as a unit;
@@ -47,7 +48,8 @@ use crate::offset::{PhyOffset, QueueOffset};
 const BLANK_LEN: u64 = record::END_FILE_MIN_BLANK_LENGTH as u64;
 /// The properties string's length is a signed 16-bit field.
 pub const MAX_PROPERTIES_BYTES: usize = i16::MAX as usize;
-/// Headroom above `maxMessageSize` allowed for the whole record (§3.1).
+/// Headroom above `maxMessageSize` allowed for the whole record: 5.x's `MessageExtEncoder`
+/// reserves 64 KiB outside the body (4.9.4's `CommitLog.MessageExtEncoder` checks the body only).
 pub const RECORD_HEADROOM: usize = 64 * 1024;
 /// Queue ids beyond this are refused rather than growing the offset table without bound.
 pub const MAX_QUEUE_ID: i32 = 65_535;
@@ -268,7 +270,10 @@ impl CommitLog {
         }
     }
 
-    /// The store-level size checks of spec §3.1 for one record of `len` bytes.
+    /// The store-level size checks for one record of `len` bytes: 4.9.4's
+    /// `DefaultMessageStore.checkMessage` and `CommitLog.MessageExtEncoder.encode` (properties,
+    /// body), with 5.x's whole-record limit (`MessageExtEncoder`) and topic rule (the broker's
+    /// `HookUtils.checkBeforePutMessage`: 127 bytes, 255 for `%RETRY%` topics).
     fn check_sizes(&self, msg: &NewMessage, len: usize) -> Result<(), PutError> {
         let max = self.cfg.max_message_size;
         if msg.properties.len() > MAX_PROPERTIES_BYTES {
@@ -648,8 +653,8 @@ impl CommitLog {
     /// Slave (HA): writes `data`, which the master sent as its CommitLog bytes from global offset
     /// `start`, at the same offset here. `start` must be where this log's written bytes end, or —
     /// for a log with no file yet — the start of a file (an empty slave starts at the master's
-    /// last file, spec §8.3). A chunk never crosses a file boundary; one that starts at the end
-    /// of a full file goes to the next file.
+    /// last file: `HAConnection.WriteSocketService`). A chunk never crosses a file boundary; one
+    /// that starts at the end of a full file goes to the next file.
     ///
     /// Bytes are written as they come, but only whole records (and a BLANK once the whole rest of
     /// its file has arrived) become readable: a record the master split across two chunks is
@@ -767,12 +772,12 @@ impl CommitLog {
         })
     }
 
-    /// Normal recovery (spec §6.5): walk records from the third-last file (or from file index
-    /// `start_file` when given, as abnormal recovery does), stop at the first invalid record, and
-    /// cut the CommitLog there. After a possible power loss ([`CommitLog::expect_torn_pages`]) a
-    /// record whose properties end in a torn page counts as invalid
-    /// ([`record::torn_in_properties`]). `on_record` sees every valid record (abnormal recovery
-    /// re-dispatches them). Returns the end of the valid data.
+    /// Normal recovery (`CommitLog.recoverNormally`): walk records from the third-last file (or
+    /// from file index `start_file` when given, as abnormal recovery does), stop at the first
+    /// invalid record, and cut the CommitLog there. After a possible power loss
+    /// ([`CommitLog::expect_torn_pages`]) a record whose properties end in a torn page counts as
+    /// invalid ([`record::torn_in_properties`]). `on_record` sees every valid record (abnormal
+    /// recovery re-dispatches them). Returns the end of the valid data.
     pub fn recover(
         &mut self,
         check_crc: bool,

@@ -1,5 +1,6 @@
 //! ConsumeQueue: the per-(topic, queue id) index of 20-byte units pointing into the CommitLog
-//! (spec §4), stored in `consumequeue/<topic>/<queueId>/<20-digit byte offset>` files.
+//! (RocketMQ's `ConsumeQueue`, store/src/main/java/org/apache/rocketmq/store/ConsumeQueue.java),
+//! stored in `consumequeue/<topic>/<queueId>/<20-digit byte offset>` files.
 //!
 //! * [`ConsumeQueueStore`] is owned by the `ConsumeQueueBuilder` actor: it creates queues, appends
 //!   units (with RocketMQ's duplicate and gap rules, so reput can replay safely), recovers and
@@ -239,9 +240,9 @@ impl ConsumeQueue {
         self.max_physic_offset
     }
 
-    /// Writes the unit for queue offset `offset` (spec §4.3). Units at or below what is already
-    /// written are duplicates from a replay and are ignored; a gap is filled with pre-blanks so
-    /// that unit `n` always sits at byte `n * 20`.
+    /// Writes the unit for queue offset `offset` (`ConsumeQueue.putMessagePositionInfo`). Units at
+    /// or below what is already written are duplicates from a replay and are ignored; a gap is
+    /// filled with pre-blanks so that unit `n` always sits at byte `n * 20`.
     pub fn put(&mut self, unit: CqUnit, offset: QueueOffset) -> io::Result<()> {
         self.put_with(unit, offset, true, false).map(|_| ())
     }
@@ -493,8 +494,8 @@ impl ConsumeQueue {
         Ok(true)
     }
 
-    /// Recovery (spec §6.4): scan from the third-last file that holds a unit, stop at the first
-    /// invalid unit, cut the queue there. Returns the number of valid units.
+    /// Recovery (`ConsumeQueue.recover`): scan from the third-last file that holds a unit, stop at
+    /// the first invalid unit, cut the queue there. Returns the number of valid units.
     ///
     /// RocketMQ scans from the third-last file. After a power loss a queue can end in more than
     /// two files whose units are all zeros: the files were created and sized on the device, their
@@ -602,7 +603,7 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// Retention (spec §9, RocketMQ's `deleteExpiredFile` then `correctMinOffset`): deletes the
+    /// Retention (RocketMQ's `ConsumeQueue.deleteExpiredFile` then `correctMinOffset`): deletes the
     /// files, oldest first and never the last, whose last unit points below CommitLog offset
     /// `min_phy` (the CommitLog's first byte after its own retention), stopping at the first
     /// that does not; then moves the queue's min offset to its first unit at or past `min_phy`,
@@ -671,7 +672,8 @@ impl ConsumeQueue {
         self.view.min_logic.fetch_max(base + lo, Ordering::AcqRel);
     }
 
-    /// Flushes (spec §4.2 page rule) and returns how many units are now on disk.
+    /// Flushes (RocketMQ's page rule, `MappedFile.isAbleToFlush`) and returns how many units are
+    /// now on disk.
     pub fn flush(&self, least_pages: u64) -> io::Result<QueueOffset> {
         Ok(QueueOffset(
             self.files.flush(least_pages)? / CQ_UNIT_SIZE as u64,

@@ -9,7 +9,8 @@
 //! [`MappedFile::rewrite_published`] — which happens before any reader exists). That
 //! single rule is what replaces RocketMQ's put lock for readers.
 //!
-//! Three positions (spec §7.1), `wrote ≥ committed ≥ flushed`:
+//! Three positions (RocketMQ's `MappedFile` wrotePosition, committedPosition, flushedPosition,
+//! store/src/main/java/org/apache/rocketmq/store/MappedFile.java), `wrote ≥ committed ≥ flushed`:
 //! * **wrote** — bytes the owner has appended;
 //! * **committed** — bytes in the file's page cache. Without a write buffer that is `wrote`
 //!   itself (the owner writes through the mapping). With a buffer from the
@@ -667,9 +668,9 @@ impl MappedFile {
     }
 }
 
-/// RocketMQ's page rule for flush and commit (spec §7.1): with `least_pages > 0`, act only when
-/// `ahead/4096 − behind/4096 ≥ least_pages` or the file is full; with 0, whenever anything is
-/// pending.
+/// RocketMQ's page rule for flush and commit (`MappedFile.isAbleToFlush`, `isAbleToCommit`): with
+/// `least_pages > 0`, act only when `ahead/4096 − behind/4096 ≥ least_pages` or the file is full;
+/// with 0, whenever anything is pending.
 fn able(ahead: u64, behind: u64, least_pages: u64, file_size: u64) -> bool {
     if least_pages == 0 {
         return ahead > behind;

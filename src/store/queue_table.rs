@@ -1,9 +1,10 @@
 //! The persisted queue table and the re-dispatch plan built from it at start: how recovery finds
 //! a ConsumeQueue that lost units whose CommitLog records lie outside the range it scans.
 //!
-//! Normal recovery scans only the newest CommitLog files (spec §6.5), so a queue that lost its
-//! last ConsumeQueue file — or its whole directory — to an operator or a disk fault would be
-//! served short, and new sends would be given queue offsets that were already acknowledged.
+//! Normal recovery scans only the newest CommitLog files (the last three, as RocketMQ's
+//! `CommitLog.recoverNormally` does), so a queue that lost its last ConsumeQueue file — or its
+//! whole directory — to an operator or a disk fault would be served short, and new sends would be
+//! given queue offsets that were already acknowledged.
 //! Scanning the whole CommitLog on every start would catch it but makes start time grow with the
 //! store. Instead the ConsumeQueue builder keeps a small table of (topic, queueId, units known
 //! to be on disk) in `config/consumeQueueMaxOffsets.json` — ActorMQ's own file; RocketMQ does not

@@ -16,7 +16,8 @@ use crate::format::java::java_string_hash;
 use crate::format::record::{self, Check};
 use crate::offset::{PhyOffset, QueueOffset};
 
-/// RocketMQ's `GetMessageStatus` (spec §11.7).
+/// RocketMQ's `GetMessageStatus`
+/// (store/src/main/java/org/apache/rocketmq/store/GetMessageStatus.java).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GetStatus {
     Found,
@@ -220,8 +221,8 @@ impl StoreReader {
     }
 
     /// Reads messages of (topic, queue) from `offset` (PULL), following RocketMQ's status and
-    /// next-offset rules (spec §11.7, §14 item 7): the next offset advances over every unit
-    /// scanned, including tag-filtered ones.
+    /// next-offset rules (`DefaultMessageStore.getMessage`): the next offset advances over every
+    /// unit scanned, including tag-filtered ones.
     pub fn get_messages(
         &self,
         topic: &str,

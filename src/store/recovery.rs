@@ -1,5 +1,7 @@
-//! Recovery decisions that sit outside the CommitLog scan itself (spec §6.3–§6.7), and the
-//! crash-image tests that pin down what recovery guarantees.
+//! Recovery decisions that sit outside the CommitLog scan itself (RocketMQ's
+//! `DefaultMessageStore.load` and `recover`, `CommitLog.recoverAbnormally`, in
+//! store/src/main/java/org/apache/rocketmq/store/), and the crash-image tests that pin down what
+//! recovery guarantees.
 //!
 //! Owns: the choice of where *abnormal* recovery (abort file present) starts re-dispatching —
 //! [`abnormal_recovery_start_file`], from the checkpoint's minimum timestamp
@@ -74,10 +76,11 @@ pub fn first_record_store_timestamp(file: &MappedFile) -> Option<i64> {
     (ts != 0).then_some(ts)
 }
 
-/// Abnormal recovery's start file (spec §6.6): from the newest file to the oldest, the first whose
-/// first record has a valid magic, a non-zero store time and `storeTimestamp <= checkpoint_min_ts`.
-/// Every message stored after that time is then re-dispatched (the ConsumeQueue and index drop
-/// duplicates). When no file qualifies — or there are no files — the answer is 0, the oldest file.
+/// Abnormal recovery's start file (`CommitLog.recoverAbnormally`, `isMappedFileMatchedRecover`):
+/// from the newest file to the oldest, the first whose first record has a valid magic, a non-zero
+/// store time and `storeTimestamp <= checkpoint_min_ts`. Every message stored after that time is
+/// then re-dispatched (the ConsumeQueue and index drop duplicates). When no file qualifies — or
+/// there are no files — the answer is 0, the oldest file.
 pub fn abnormal_recovery_start_file(files: &[Arc<MappedFile>], checkpoint_min_ts: i64) -> usize {
     files
         .iter()
@@ -1103,7 +1106,8 @@ mod tests {
         drop(cp);
         apply(&img, Crash::ZeroFrom(img.synced));
 
-        // Startup order (§6.3): checkpoint, ConsumeQueue recovery, CommitLog abnormal recovery.
+        // Startup order (`DefaultMessageStore.load`): checkpoint, ConsumeQueue recovery, CommitLog
+        // abnormal recovery.
         let cp = Checkpoint::open(&dir.path().join("checkpoint")).unwrap();
         let min_ts = abnormal_recovery_min_timestamp(&cp.data(), false);
         assert_eq!(min_ts, cq_ts - 3000);
@@ -1231,7 +1235,7 @@ mod tests {
         cl.files().flush(0).unwrap();
         cq.flush(0).unwrap();
         drop((cl, cq));
-        // Second start, startup order of §6.3.
+        // Second start, in `DefaultMessageStore.load`'s order.
         let mut cq = ConsumeQueueStore::load(&img.cq_dir(), CQ_FILE).unwrap();
         cq.recover().unwrap();
         let mut cl = open_log(&img.cl_dir(), img.file_size);

@@ -1,6 +1,8 @@
-//! Delayed ("scheduled") messages, the pure part (spec §10): the put-time rewrite to
-//! `SCHEDULE_TOPIC_XXXX`, the delivery time stored as the ConsumeQueue tagsCode, the message
-//! rebuilt for the real topic at delivery, and `config/delayOffset.json`.
+//! Delayed ("scheduled") messages, the pure part: the put-time rewrite to `SCHEDULE_TOPIC_XXXX`
+//! (RocketMQ 4.9.4's `CommitLog.asyncPutMessage`), the delivery time stored as the ConsumeQueue
+//! tagsCode (`CommitLog.checkMessageAndReturnSize`), the message rebuilt for the real topic at
+//! delivery, and `config/delayOffset.json` (both `ScheduleMessageService`'s,
+//! store/src/main/java/org/apache/rocketmq/store/schedule/ScheduleMessageService.java).
 //!
 //! The `ScheduleDelivery` actor owns the progress per level and the timers; this module owns the
 //! rules, so they are tested without a runtime.
@@ -66,7 +68,7 @@ pub fn cq_tags_code(r: &RecordView<'_>, delay_levels_ms: &[u64]) -> i64 {
     r.tags().map(tags_code).unwrap_or(0)
 }
 
-/// The message delivered to the real topic when its time has come (spec §10): same body, flag,
+/// The message delivered to the real topic when its time has come: same body, flag,
 /// born data and reconsume count; topic and queue from `REAL_TOPIC` / `REAL_QID`; the stored
 /// properties re-parsed and written in Java's HashMap order (the stored string itself when it
 /// is in that order already), `DELAY`, `REAL_TOPIC` and `REAL_QID` included. RocketMQ 4.9.4

@@ -1,6 +1,8 @@
-//! Why an append was refused, and the one mapping from a refusal to a remoting response code
-//! (spec §3.2–§3.3). Every refusal carries a remark that names the limit that was hit, so a client
-//! sees *what* was wrong, not just a number.
+//! Why an append was refused (RocketMQ's `PutMessageStatus`,
+//! store/src/main/java/org/apache/rocketmq/store/PutMessageStatus.java), and the one mapping from
+//! a refusal to a remoting response code (the broker's
+//! `SendMessageProcessor.handlePutMessageResult`). Every refusal carries a remark that names the
+//! limit that was hit, so a client sees *what* was wrong, not just a number.
 
 use std::fmt;
 
@@ -26,7 +28,9 @@ pub enum PutStatus {
     SystemBusy,
 }
 
-/// Remoting response codes used by the store's answers (spec §11.3).
+/// Remoting response codes used by the store's answers (4.9.4's
+/// common/src/main/java/org/apache/rocketmq/common/protocol/ResponseCode.java and, for 0-2,
+/// remoting's `RemotingSysResponseCode`; INVALID_PARAMETER is 5.x's).
 pub mod response_code {
     pub const SUCCESS: i32 = 0;
     pub const SYSTEM_ERROR: i32 = 1;
@@ -42,7 +46,8 @@ pub mod response_code {
 }
 
 impl PutStatus {
-    /// The SEND response code for this status (5.x mapping; §3.3).
+    /// The SEND response code for this status (5.x's `SendMessageProcessor.handlePutMessageResult`:
+    /// OS_PAGE_CACHE_BUSY is SYSTEM_BUSY there, SYSTEM_ERROR in 4.9.4).
     pub fn response_code(self) -> i32 {
         use response_code::*;
         match self {

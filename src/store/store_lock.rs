@@ -1,4 +1,6 @@
-//! The store directory's `lock` and `abort` files (spec §6.1).
+//! The store directory's `lock` and `abort` files (RocketMQ's `DefaultMessageStore`: `start` locks
+//! `lock`, `createTempFile` makes `abort`, `shutdown` deletes it; in
+//! store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java).
 //!
 //! Owns:
 //! * `${storePathRootDir}/lock` — [`StoreLock`]: an exclusive, non-blocking write lock on the

@@ -1,6 +1,7 @@
-//! SEND-level checks a producer's message passes before it reaches the CommitLog writer (spec §3.1):
-//! topic name rules and the system topics producers may not write. Size limits are enforced by the
-//! writer itself (`commit_log`), because they depend on the encoded length.
+//! SEND-level checks a producer's message passes before it reaches the CommitLog writer (the
+//! broker's `AbstractSendMessageProcessor.msgCheck`): topic name rules and the system topics
+//! producers may not write. Size limits are enforced by the writer itself (`commit_log`), because
+//! they depend on the encoded length.
 
 use super::status::{PutError, PutStatus};
 
