@@ -189,12 +189,6 @@ impl Message for AppendProducerBatch {
     type Result = Appended<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
 }
 
-/// A file the allocator prepared.
-pub struct FileReady(pub Arc<MappedFile>);
-impl Message for FileReady {
-    type Result = ();
-}
-
 #[derive(Clone, Debug)]
 pub struct WriterState {
     pub max_offset: PhyOffset,
@@ -591,13 +585,6 @@ impl Serve<EndOfBurst> for CommitLogWriter {
     fn serve(&mut self, _: EndOfBurst, _: &mut Context<Metered<Self>>) {
         self.burst.scheduled = false;
         self.end_burst();
-    }
-}
-
-impl Serve<FileReady> for CommitLogWriter {
-    type Reply = ();
-    fn serve(&mut self, msg: FileReady, _: &mut Context<Metered<Self>>) {
-        self.log.offer_prepared(msg.0);
     }
 }
 
