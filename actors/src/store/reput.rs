@@ -4,7 +4,7 @@
 //!
 //! In: [`Wake`] (coalesced; from the writer in ASYNC_FLUSH, from the committer with write
 //! buffers, from the group committer after each flush in SYNC_FLUSH), a periodic tick as a safety
-//! net, [`GetDispatched`].
+//! net.
 //! Out: [`Dispatch`] `{from, to}` to both builders, awaited together before the next batch, so a
 //! slow builder slows dispatch instead of growing a queue.
 //!
@@ -32,7 +32,7 @@ use actormq_core::store::mapped_file_queue::FileQueueView;
 use super::cq_builder::ConsumeQueueBuilder;
 use super::index_builder::IndexBuilder;
 use super::state::StoreState;
-use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
+use crate::metered::{ActorRef, Metered, Serve, Service};
 
 /// Largest range of several records handed to the builders in one message. A single record
 /// longer than this goes alone (its range never spans two CommitLog files).
@@ -53,11 +53,6 @@ pub struct Dispatch {
 }
 impl Message for Dispatch {
     type Result = Result<(), String>;
-}
-
-pub struct GetDispatched;
-impl Message for GetDispatched {
-    type Result = PhyOffset;
 }
 
 pub struct ReputDispatcher {
@@ -259,13 +254,6 @@ impl Serve<Wake> for ReputDispatcher {
     fn serve(&mut self, _: Wake, ctx: &mut Context<Metered<Self>>) {
         crate::wake::clear(&self.woken);
         self.pump(ctx);
-    }
-}
-
-impl Serve<GetDispatched> for ReputDispatcher {
-    type Reply = Reply<GetDispatched>;
-    fn serve(&mut self, _: GetDispatched, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        MessageResult(PhyOffset(self.state.dispatched.load(Ordering::Acquire)))
     }
 }
 

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use actormq_core::clock::SharedClock;
 use actormq_core::format::record::NewMessage;
-use actormq_core::offset::{PhyOffset, QueueOffset};
+use actormq_core::offset::PhyOffset;
 use actormq_core::store::commit_log::{AppendOk, CommitLog, ReplicatedOk};
 use actormq_core::store::mapped_file::MappedFile;
 use actormq_core::store::status::PutError;
@@ -196,12 +196,6 @@ pub struct WriterState {
 pub struct GetWriterState;
 impl Message for GetWriterState {
     type Result = WriterState;
-}
-
-/// Ask for the next queue offset the writer would assign.
-pub struct GetQueueOffset(pub String, pub i32);
-impl Message for GetQueueOffset {
-    type Result = QueueOffset;
 }
 
 /// SYNC_FLUSH: the appends of the current burst of the writer's mailbox that wait. Their bytes
@@ -599,13 +593,6 @@ impl Serve<GetWriterState> for CommitLogWriter {
     }
 }
 
-impl Serve<GetQueueOffset> for CommitLogWriter {
-    type Reply = Reply<GetQueueOffset>;
-    fn serve(&mut self, m: GetQueueOffset, _: &mut Context<Metered<Self>>) -> Self::Reply {
-        MessageResult(self.log.queue_offset(&m.0, m.1))
-    }
-}
-
 /// A slave: CommitLog bytes its master sent (one HA transfer), to be written at `start`, the
 /// same offset as on the master. See [`CommitLog::append_replicated`].
 pub struct AppendReplicated {
@@ -678,6 +665,7 @@ impl Serve<RemoveTopic> for CommitLogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use actormq_core::offset::QueueOffset;
 
     fn ok() -> AppendOk {
         AppendOk {
