@@ -35,7 +35,7 @@ use actormq_core::protocol::command::RemotingCommand;
 
 use crate::metered::ActorRef;
 use crate::remoting::server::Connection;
-use crate::store::cq_builder::Arrival;
+use crate::store::messages::Arrival;
 
 // ---------------------------------------------------------------------------------------------
 // To ClientRegistry (clients.rs)

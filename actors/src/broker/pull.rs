@@ -458,7 +458,7 @@ impl BrokerCore {
         // Straight to the writer: `Store::put` refuses system topics, as a SEND must.
         let (writer, stats) = (self.store.writer().clone(), self.stats.clone());
         actix_rt::spawn(async move {
-            match crate::store::writer::append(&writer, crate::store::writer::AppendMessage(msg))
+            match crate::store::writer::append(&writer, crate::store::messages::AppendMessage(msg))
                 .await
             {
                 Ok(Ok(a)) => stats.store.record_put(1, a.wrote_bytes),

@@ -48,7 +48,6 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,6 +56,7 @@ use actormq_core::store::commit_log::TakePrepared;
 use actormq_core::store::mapped_file::{MappedFile, Prepared, Warm, ZeroAhead, OS_PAGE_SIZE};
 use actormq_core::store::transient_pool::TransientStorePool;
 
+use super::messages::{AllocateNext, Take, ZeroStep, ZeroWrite};
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 
 /// Bytes pre-faulted per step; small enough to keep the mailbox responsive (~5 ms).
@@ -72,31 +72,6 @@ pub const GROUP_STEP: u64 = 16 << 10;
 pub const MAX_GROUP_STEP: u64 = 1 << 20;
 /// Zero-written per 10 ms tick without group commits (25 MiB/s while the disk is idle).
 pub const IDLE_STEP: u64 = 256 << 10;
-
-pub struct AllocateNext {
-    pub from: u64,
-}
-impl Message for AllocateNext {
-    /// The file, ready for the writer; empty when it could not be made, when the writer has
-    /// already taken or made it, or while it is being zeroed (the writer takes it with [`Take`]).
-    type Result = Vec<Arc<MappedFile>>;
-}
-
-/// The writer rolls into the file at `from`: `reply` gets it, if this actor holds it, with its
-/// zeroing ended; `None` otherwise (the writer creates it). Sent by [`take_prepared`].
-pub struct Take {
-    pub from: u64,
-    pub reply: SyncSender<Option<Arc<MappedFile>>>,
-}
-impl Message for Take {
-    type Result = ();
-}
-
-/// One zeroing write of the file held; the allocator sends it to itself (see the module docs).
-pub struct ZeroWrite;
-impl Message for ZeroWrite {
-    type Result = ();
-}
 
 /// A file being zeroed ahead and whether there is more of it to zero.
 struct Held {
@@ -351,14 +326,6 @@ impl Serve<ZeroWrite> for MappedFileAllocator {
         self.write_sent = false;
         self.zero_write();
     }
-}
-
-/// A group commit's `fdatasync` ended, having flushed this many bytes: zero twice as many ahead
-/// (at least [`GROUP_STEP`], at most [`MAX_GROUP_STEP`]), so zeroing outpaces the writer and the
-/// next file is whole before it is taken.
-pub struct ZeroStep(pub u64);
-impl Message for ZeroStep {
-    type Result = ();
 }
 
 impl Serve<ZeroStep> for MappedFileAllocator {

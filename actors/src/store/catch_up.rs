@@ -22,8 +22,9 @@ use actormq_core::store::recovery::{
     abnormal_recovery_min_timestamp, abnormal_recovery_start_file,
 };
 
-use super::cq_builder::{self, ConsumeQueueBuilder, FlushConsumeQueues};
-use super::index_builder::{FlushIndex, IndexBuilder};
+use super::cq_builder::ConsumeQueueBuilder;
+use super::index_builder::IndexBuilder;
+use super::messages::{FlushConsumeQueues, FlushIndex, RecoveryDone};
 use super::recover::Findings;
 use super::state::StoreState;
 use super::StoreParams;
@@ -257,7 +258,7 @@ pub(super) async fn finish_recovery(
     reader: &StoreReader,
 ) -> std::io::Result<()> {
     cq_builder
-        .send(cq_builder::RecoveryDone)
+        .send(RecoveryDone)
         .await
         .map_err(std::io::Error::other)?;
     // A checkpoint replaced after a clean stop would stay at zero until traffic and index

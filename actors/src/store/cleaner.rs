@@ -40,12 +40,19 @@ use actormq_core::config::StoreConfig;
 use actormq_core::store::mapped_file::MappedFile;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 
-use super::cq_builder::{ConsumeQueueBuilder, FlushConsumeQueues};
+use super::cq_builder::ConsumeQueueBuilder;
 use super::flusher::DiskWatch;
 use super::index_builder::IndexBuilder;
+use super::messages::{
+    CleanNow, DeleteBelow, DeleteFiles, DeleteQueuesBelow, FlushConsumeQueues, StopCleaning,
+    TriggerDeleteFiles,
+};
 use super::state::StoreState;
-use super::writer::{CommitLogWriter, DeleteFiles};
+use super::writer::CommitLogWriter;
 use crate::metered::{ActorRef, Metered, Serve, Service};
+
+// Also at its old path: the integration tests (`tests/store.rs`) name it here.
+pub use super::messages::CleanReport;
 
 /// Retention settings (broker.conf names in the field docs).
 #[derive(Clone, Debug)]
@@ -110,65 +117,6 @@ impl RetentionParams {
             cq_delete_pause: Duration::ZERO,
         }
     }
-}
-
-/// ConsumeQueue builder: delete the files whose units all point below `min_phy` (the
-/// CommitLog's first byte), and move the queues' min offsets there. `stepwise`
-/// (`deleteConsumeQueueFilesInterval` > 0): stop after the first queue that deleted a file; the
-/// next message with the same `min_phy` goes on from there.
-pub struct DeleteQueuesBelow {
-    pub min_phy: u64,
-    pub stepwise: bool,
-}
-impl Message for DeleteQueuesBelow {
-    type Result = std::io::Result<QueuesDeleted>;
-}
-
-/// What one [`DeleteQueuesBelow`] deleted, and whether every queue has been seen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueuesDeleted {
-    pub files: usize,
-    pub done: bool,
-}
-
-/// Index builder: delete the index files whose entries all point below `min_phy` (the
-/// CommitLog's first byte). Replies with how many files went.
-pub struct DeleteBelow {
-    pub min_phy: u64,
-}
-impl Message for DeleteBelow {
-    type Result = std::io::Result<usize>;
-}
-
-/// One retention round now (whatever the interval); replies with what it deleted.
-pub struct CleanNow;
-impl Message for CleanNow {
-    type Result = std::io::Result<CleanReport>;
-}
-
-/// A clean stop: no round starts after this, the rounds under way stop at their next step (at
-/// most one file deletion or ConsumeQueue step, plus a pause, away), and the reply comes once
-/// they have, so the stop's final flushes see no file being deleted.
-pub struct StopCleaning;
-impl Message for StopCleaning {
-    type Result = ();
-}
-
-/// mqadmin `deleteExpiredCommitLog` (DELETE_EXPIRED_COMMITLOG): the next 20 rounds delete expired
-/// files whatever the hour and disk usage, as RocketMQ's `executeDeleteFilesManually`.
-pub struct TriggerDeleteFiles;
-impl Message for TriggerDeleteFiles {
-    type Result = ();
-}
-
-/// What one round deleted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CleanReport {
-    pub commit_log_files: usize,
-    pub consume_queue_files: usize,
-    pub index_files: usize,
-    /// The CommitLog's first byte after the round.
-    pub min_offset: u64,
 }
 
 pub struct StoreCleaner {

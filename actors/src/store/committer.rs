@@ -28,28 +28,10 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 
+use super::messages::{CommitNow, CommitWake, FinalCommit};
 use super::state::StoreState;
 use crate::metered::{Metered, Serve, Service};
 use crate::wake::Waker;
-
-/// Commit now (coalesced wake-up; see [`Waker`]).
-pub struct CommitWake;
-impl Message for CommitWake {
-    type Result = ();
-}
-
-/// Commit everything written (clean stop); replies with the committed offset.
-pub struct CommitNow;
-impl Message for CommitNow {
-    type Result = std::io::Result<u64>;
-}
-
-/// Clean stop: commit everything written, retrying a failed or short pass; replies with the
-/// committed offset, or the last error once every attempt failed.
-pub struct FinalCommit;
-impl Message for FinalCommit {
-    type Result = std::io::Result<u64>;
-}
 
 /// Commit passes a clean stop makes before giving up (RocketMQ's `RETRY_TIMES_OVER`).
 pub const FINAL_COMMIT_ATTEMPTS: u32 = 10;

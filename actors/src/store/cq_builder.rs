@@ -51,20 +51,11 @@ use actormq_core::store::mapped_file_queue::FileQueueView;
 use actormq_core::store::queue_table::QueueMaxTable;
 use actormq_core::store::schedule::cq_tags_code;
 
-use super::cleaner::{DeleteQueuesBelow, QueuesDeleted};
-use super::reput::Dispatch;
+use super::messages::{
+    Arrival, DeleteQueuesBelow, DeleteTopicQueues, Dispatch, FlushConsumeQueues, QueuesDeleted,
+    RecoveryDone,
+};
 use crate::metered::{Metered, Serve, Service};
-
-/// Flush every ConsumeQueue now; the reply is the store time of the newest unit on disk after it
-/// (0 if this builder has dispatched nothing), what a checkpoint may call "logics". With
-/// `sync_all`, every file is also `fdatasync`ed whatever its flushed position says (recovery:
-/// units a crashed process left in the page cache are skipped as duplicates, yet counted).
-pub struct FlushConsumeQueues {
-    pub sync_all: bool,
-}
-impl Message for FlushConsumeQueues {
-    type Result = std::io::Result<i64>;
-}
 
 pub struct ConsumeQueueBuilder {
     cqs: ConsumeQueueStore,
@@ -95,23 +86,9 @@ pub struct ConsumeQueueBuilder {
     retention: Option<RetentionPass>,
 }
 
-/// Recovery's re-dispatch is complete: the queue table may name what is on disk again.
-pub struct RecoveryDone;
-impl Message for RecoveryDone {
-    type Result = ();
-}
-
 /// Told, after each dispatched batch, which queues got new messages and their new max offsets
 /// (the broker wakes parked long-poll pulls with it).
 pub type ArrivalHook = std::sync::Arc<dyn Fn(Vec<Arrival>) + Send + Sync>;
-
-/// New messages in (topic, queue): the queue's max offset is now `max_offset`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Arrival {
-    pub topic: String,
-    pub queue_id: i32,
-    pub max_offset: u64,
-}
 
 impl ConsumeQueueBuilder {
     /// Publishes the store time of the newest unit known flushed (the checkpoint's "logics").
@@ -424,17 +401,6 @@ fn unit_of(
         size: r.total_size as i32,
         tags_code: cq_tags_code(r, levels),
     })
-}
-
-/// Drop every ConsumeQueue of a deleted topic and its directory; replies with how many queues.
-/// `before` is the CommitLog end when the writer forgot the topic: every record of the deleted
-/// topic lies below it, every record of a topic created again under its name at or above it.
-pub struct DeleteTopicQueues {
-    pub topic: String,
-    pub before: actormq_core::offset::PhyOffset,
-}
-impl Message for DeleteTopicQueues {
-    type Result = std::io::Result<usize>;
 }
 
 impl Serve<DeleteTopicQueues> for ConsumeQueueBuilder {

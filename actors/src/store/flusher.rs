@@ -43,23 +43,14 @@ use actix::prelude::*;
 use actormq_core::store::checkpoint::Checkpoint;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 
-use super::allocator::{MappedFileAllocator, ZeroStep};
+use super::allocator::MappedFileAllocator;
 use super::committer::commit_all;
-use super::reput::{ReputDispatcher, Wake};
+use super::messages::{
+    FlushNow, FlushOutcome, FlushUpTo, FlushWaits, FlushWake, RunGroupCommit, Wake, ZeroStep,
+};
+use super::reput::ReputDispatcher;
 use super::state::StoreState;
 use crate::metered::{ActorRef, Metered, Serve, Service};
-
-/// Flush everything now (clean stop); replies with the flushed offset.
-pub struct FlushNow;
-impl Message for FlushNow {
-    type Result = std::io::Result<u64>;
-}
-
-/// Run the async flusher's step now (`flushCommitLogTimed=false`; coalesced, see `Waker`).
-pub struct FlushWake;
-impl Message for FlushWake {
-    type Result = ();
-}
 
 /// Who commits write-buffer bytes relative to a flush.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -466,41 +457,6 @@ impl Serve<FlushNow> for Flusher {
     }
 }
 
-/// How a SYNC_FLUSH wait ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FlushOutcome {
-    /// Everything up to the waiter's end is on disk.
-    Flushed,
-    /// `syncFlushTimeout` passed first: the message is stored but not known to be durable
-    /// (FLUSH_DISK_TIMEOUT).
-    TimedOut,
-    /// The commit or the flush failed and the store has turned read-only; the remark for the
-    /// producer (what failed and why).
-    Failed(String),
-}
-
-/// Answer `reply` once everything below `end` is flushed. Not an actix response: a response
-/// future per waiter would be polled at every wake of the group committer (hundreds of waiters ×
-/// hundreds of wakes per flush at 256 producers), and its answer would travel back through the
-/// writer's thread. The channel's other end is with the producer's task, which also keeps the
-/// `syncFlushTimeout` deadline (see `writer::Appended`): the group committer owns this end alone.
-pub struct FlushUpTo {
-    pub end: u64,
-    /// Messages the reply answers: one for a single append, all the waiting ones of an
-    /// `AppendBatch` (the broker's SENDs of one connection-thread turn) or a producer batch.
-    pub msgs: u32,
-    pub reply: tokio::sync::oneshot::Sender<FlushOutcome>,
-}
-
-/// The waiting appends of one burst of the writer's mailbox, sent (without a response channel)
-/// once their bytes are committed (write rings; written, with write buffers); the group committer
-/// answers each on its own thread, straight to the producer. One message per burst, not per
-/// append: the hop costs the same for 1 or 300.
-pub struct FlushWaits(pub Vec<FlushUpTo>);
-impl Message for FlushWaits {
-    type Result = ();
-}
-
 /// The appends waiting for a flush, in arrival order.
 #[derive(Default)]
 struct Waiters {
@@ -583,12 +539,6 @@ pub struct GroupCommitter {
 /// 64-producer row's mean flush went from 229–282 µs to 183–228 µs). Bytes, not waiters: one
 /// waiter can be a whole batch of the broker's SENDs.
 pub const ZERO_AFTER_FLUSHES_UP_TO: u64 = 80 << 10;
-
-/// Runs the pending group commit; the group committer sends it to itself.
-pub struct RunGroupCommit;
-impl Message for RunGroupCommit {
-    type Result = ();
-}
 
 impl GroupCommitter {
     pub fn new(core: FlushCore, reput: Option<ActorRef<ReputDispatcher>>) -> Self {

@@ -23,13 +23,8 @@ use actormq_core::store::commit_log::walk;
 use actormq_core::store::index_file::IndexStore;
 use actormq_core::store::mapped_file_queue::FileQueueView;
 
-use super::reput::Dispatch;
+use super::messages::{DeleteBelow, Dispatch, FlushIndex};
 use crate::metered::{Metered, Serve, Service};
-
-pub struct FlushIndex;
-impl Message for FlushIndex {
-    type Result = std::io::Result<()>;
-}
 
 pub struct IndexBuilder {
     index: IndexStore,
@@ -113,13 +108,9 @@ impl Serve<Dispatch> for IndexBuilder {
     }
 }
 
-impl Serve<super::cleaner::DeleteBelow> for IndexBuilder {
+impl Serve<DeleteBelow> for IndexBuilder {
     type Reply = std::io::Result<usize>;
-    fn serve(
-        &mut self,
-        m: super::cleaner::DeleteBelow,
-        _: &mut Context<Metered<Self>>,
-    ) -> Self::Reply {
+    fn serve(&mut self, m: DeleteBelow, _: &mut Context<Metered<Self>>) -> Self::Reply {
         let n = self
             .index
             .delete_files_below(i64::try_from(m.min_phy).unwrap_or(i64::MAX));

@@ -39,8 +39,10 @@
 //! Files: `params.rs` (the settings), `recover.rs` (files back to a consistent state, as a
 //! plain `Recovered` value), `catch_up.rs` (dispatch catching up, progress checkpoints),
 //! `system.rs` (actors started in order, the `Started` guard), `shutdown.rs` (the clean stop),
-//! `parallel_io.rs` (the threads that overlap a batch of ConsumeQueue file syncs); one file per
-//! actor besides.
+//! `parallel_io.rs` (the threads that overlap a batch of ConsumeQueue file syncs), [`messages`]
+//! (every message of the store's actors and the data their replies carry, by the actor that
+//! handles it — the store's protocol in one file; it uses no other module here; [`ha`] keeps its
+//! own); one file per actor besides, which keeps its handlers and imports its messages.
 
 pub mod allocator;
 mod catch_up;
@@ -51,6 +53,7 @@ pub mod cq_builder;
 pub mod flusher;
 pub mod ha;
 pub mod index_builder;
+pub mod messages;
 mod parallel_io;
 mod params;
 mod recover;
@@ -79,15 +82,20 @@ use actormq_core::store::transient_pool::TransientStorePool;
 use actormq_core::store::validate::check_send_topic;
 
 use crate::metered::ActorRef;
-use committer::{CommitNow, Committer};
+use committer::Committer;
 use cq_builder::ConsumeQueueBuilder;
 use index_builder::IndexBuilder;
-use schedule::{GetDelayOffsets, ScheduleDelivery};
+use messages::{
+    AppendBatch, AppendMessage, AppendProducerBatch, AppendReplicated, CleanNow, CleanReport,
+    CommitNow, DeleteQueuesBelow, DeleteTopicQueues, GetDelayOffsets, GetWriterState, RemoveTopic,
+    SetDelayOffsets, TriggerDeleteFiles,
+};
+use schedule::ScheduleDelivery;
 use state::StoreState;
 use system::FlushRef;
 
 pub use params::StoreParams;
-use writer::{AppendBatch, AppendMessage, AppendProducerBatch, CommitLogWriter, GetWriterState};
+use writer::CommitLogWriter;
 
 /// An append's status after its replication outcome: a replica status that is not PUT_OK
 /// overrides the flush status, as RocketMQ merges them.
@@ -202,14 +210,12 @@ impl Store {
         &self.params
     }
     /// One retention round now; an error when retention is off.
-    pub async fn clean_now(&self) -> std::io::Result<cleaner::CleanReport> {
+    pub async fn clean_now(&self) -> std::io::Result<CleanReport> {
         let c = self
             .cleaner
             .as_ref()
             .ok_or_else(|| std::io::Error::other("retention is off"))?;
-        c.send(cleaner::CleanNow)
-            .await
-            .map_err(std::io::Error::other)?
+        c.send(CleanNow).await.map_err(std::io::Error::other)?
     }
     /// mqadmin `deleteExpiredCommitLog`: the next 20 retention rounds delete expired files at
     /// any hour. False when retention is off.
@@ -217,7 +223,7 @@ impl Store {
         let Some(c) = &self.cleaner else {
             return false;
         };
-        c.notify(cleaner::TriggerDeleteFiles);
+        c.notify(TriggerDeleteFiles);
         true
     }
     /// mqadmin `cleanExpiredCQ` (CLEAN_EXPIRED_CONSUMEQUEUE): one full ConsumeQueue retention
@@ -229,7 +235,7 @@ impl Store {
         let min_phy = self.reader.commit_log().min_offset();
         let done = self
             .cq_builder
-            .send(cleaner::DeleteQueuesBelow {
+            .send(DeleteQueuesBelow {
                 min_phy,
                 stepwise: false,
             })
@@ -315,14 +321,14 @@ impl Store {
     }
 
     /// A slave: writes CommitLog bytes its master sent at `start` (see
-    /// [`writer::AppendReplicated`]); the remark says why not.
+    /// [`AppendReplicated`]); the remark says why not.
     pub async fn append_replicated(
         &self,
         start: u64,
         data: bytes::Bytes,
     ) -> Result<actormq_core::store::commit_log::ReplicatedOk, String> {
         self.writer
-            .send(writer::AppendReplicated { start, data })
+            .send(AppendReplicated { start, data })
             .await
             .map_err(|e| format!("the CommitLog writer is gone: {e}"))?
             .map_err(|e| e.remark)
@@ -437,7 +443,7 @@ impl Store {
         let io = |e: MailboxError| std::io::Error::other(e);
         let end = self
             .writer
-            .send(writer::RemoveTopic(topic.to_string()))
+            .send(RemoveTopic(topic.to_string()))
             .await
             .map_err(io)?;
         if !self.wait_dispatched(end, Duration::from_secs(10)).await {
@@ -447,7 +453,7 @@ impl Store {
             )));
         }
         self.cq_builder
-            .send(cq_builder::DeleteTopicQueues {
+            .send(DeleteTopicQueues {
                 topic: topic.to_string(),
                 before: end,
             })
@@ -471,10 +477,10 @@ impl Store {
         self.schedule.send(GetDelayOffsets).await.ok()
     }
 
-    /// A slave: takes the master's delayed-delivery progress (see [`schedule::SetDelayOffsets`]).
+    /// A slave: takes the master's delayed-delivery progress (see [`SetDelayOffsets`]).
     pub async fn set_delay_offsets(&self, offsets: DelayOffsets) -> std::io::Result<()> {
         self.schedule
-            .send(schedule::SetDelayOffsets(offsets))
+            .send(SetDelayOffsets(offsets))
             .await
             .map_err(std::io::Error::other)?
     }

@@ -31,6 +31,7 @@ use actormq_core::store::mapped_file_queue::FileQueueView;
 
 use super::cq_builder::ConsumeQueueBuilder;
 use super::index_builder::IndexBuilder;
+use super::messages::{Dispatch, Wake};
 use super::state::StoreState;
 use crate::metered::{ActorRef, Metered, Serve, Service};
 
@@ -39,21 +40,6 @@ use crate::metered::{ActorRef, Metered, Serve, Service};
 pub(crate) const MAX_BATCH_BYTES: u64 = 4 << 20;
 /// Largest number of records handed to the builders in one message.
 const MAX_BATCH_RECORDS: usize = 8192;
-
-pub struct Wake;
-impl Message for Wake {
-    type Result = ();
-}
-
-/// A range of whole CommitLog records, `[from, to)`, ready to be indexed.
-#[derive(Clone, Copy, Debug)]
-pub struct Dispatch {
-    pub from: PhyOffset,
-    pub to: PhyOffset,
-}
-impl Message for Dispatch {
-    type Result = Result<(), String>;
-}
 
 pub struct ReputDispatcher {
     view: FileQueueView,

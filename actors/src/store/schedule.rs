@@ -40,22 +40,13 @@ use actormq_core::store::reader::StoreReader;
 use actormq_core::store::schedule::{message_for_delivery, DelayOffsets, SCHEDULE_TOPIC};
 use actormq_core::store::status::PutStatus;
 
+use super::messages::{AppendBatch, GetDelayOffsets, PersistDelayOffsets, SetDelayOffsets};
 use super::state::StoreState;
-use super::writer::{AppendBatch, CommitLogWriter};
+use super::writer::CommitLogWriter;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 
 /// At most this many messages are delivered per tick (bounds one writer mailbox message).
 const MAX_PER_TICK: usize = 1024;
-
-pub struct GetDelayOffsets;
-impl Message for GetDelayOffsets {
-    type Result = DelayOffsets;
-}
-
-pub struct PersistDelayOffsets;
-impl Message for PersistDelayOffsets {
-    type Result = std::io::Result<()>;
-}
 
 pub struct ScheduleDelivery {
     reader: StoreReader,
@@ -412,14 +403,6 @@ impl Serve<GetDelayOffsets> for ScheduleDelivery {
     fn serve(&mut self, _: GetDelayOffsets, _: &mut Context<Metered<Self>>) -> Self::Reply {
         MessageResult(self.offsets.clone())
     }
-}
-
-/// A slave: the master's delivery progress (GET_ALL_DELAY_OFFSET), kept and persisted as this
-/// broker's own, so that a slave restarted as master delivers from there (RocketMQ's
-/// `SlaveSynchronize.syncDelayOffset`). Levels this broker does not have are left out.
-pub struct SetDelayOffsets(pub DelayOffsets);
-impl Message for SetDelayOffsets {
-    type Result = std::io::Result<()>;
 }
 
 impl Serve<SetDelayOffsets> for ScheduleDelivery {

@@ -14,14 +14,11 @@ use std::time::Duration;
 
 use actormq_core::offset::PhyOffset;
 
-use super::cleaner;
-use super::committer::FinalCommit;
-use super::cq_builder::FlushConsumeQueues;
-use super::flusher::FlushNow;
-use super::index_builder::FlushIndex;
-use super::schedule::PersistDelayOffsets;
+use super::messages::{
+    FinalCommit, FlushConsumeQueues, FlushIndex, FlushNow, GetWriterState, PersistDelayOffsets,
+    StopCleaning,
+};
 use super::system::FlushRef;
-use super::writer;
 use super::Store;
 
 impl Store {
@@ -57,9 +54,9 @@ impl Store {
         // No retention round from here on, and the one under way (if any) ends first: the
         // final flushes and the checkpoint then see a file list nothing is changing.
         if let Some(c) = &self.cleaner {
-            let _ = c.send(cleaner::StopCleaning).await;
+            let _ = c.send(StopCleaning).await;
         }
-        match self.writer.send(writer::GetWriterState).await {
+        match self.writer.send(GetWriterState).await {
             Ok(s) => s.max_offset,
             Err(_) => self.max_offset(),
         }

@@ -29,12 +29,13 @@ use actormq_core::store::transient_pool::TransientStorePool;
 use super::allocator::{self, MappedFileAllocator};
 use super::catch_up::{catch_up, finish_recovery};
 use super::cleaner::StoreCleaner;
-use super::committer::{CommitWake, Committer};
+use super::committer::Committer;
 use super::cq_builder::{ArrivalHook, ConsumeQueueBuilder};
-use super::flusher::{self, CommitMode, FlushCore, FlushWake, Flusher, GroupCommitter};
+use super::flusher::{self, CommitMode, FlushCore, Flusher, GroupCommitter};
 use super::index_builder::IndexBuilder;
+use super::messages::{AllocateNext, CommitWake, FlushWake, Wake};
 use super::recover::{Findings, Recovered};
-use super::reput::{ReputDispatcher, Wake};
+use super::reput::ReputDispatcher;
 use super::schedule::ScheduleDelivery;
 use super::state::StoreState;
 use super::writer::CommitLogWriter;
@@ -631,7 +632,7 @@ async fn prepare_first_file(
     if !log.files().is_empty() || !params.broker_role.is_master() {
         return;
     }
-    let Ok(files) = allocator.send(allocator::AllocateNext { from: 0 }).await else {
+    let Ok(files) = allocator.send(AllocateNext { from: 0 }).await else {
         return;
     };
     for f in files {

@@ -34,39 +34,24 @@ use actix::prelude::*;
 use actormq_core::clock::SharedClock;
 use actormq_core::format::record::NewMessage;
 use actormq_core::offset::PhyOffset;
-use actormq_core::store::commit_log::{AppendOk, CommitLog, ReplicatedOk};
-use actormq_core::store::mapped_file::MappedFile;
+use actormq_core::store::commit_log::{AppendOk, CommitLog};
 use actormq_core::store::status::PutError;
 
-use super::allocator::{AllocateNext, MappedFileAllocator};
+use super::allocator::MappedFileAllocator;
 use super::committer::commit_all;
-use super::flusher::{FlushOutcome, FlushUpTo, FlushWaits, GroupCommitter};
+use super::flusher::GroupCommitter;
+use super::messages::{
+    AllocateNext, AppendBatch, AppendMessage, AppendProducerBatch, AppendReplicated, Appended,
+    DeleteFiles, EndOfBurst, FlushOutcome, FlushUpTo, FlushWaits, GetWriterState, RemoveTopic,
+    WriterState,
+};
 use super::state::StoreState;
 use crate::metered::{ActorRef, Metered, Reply, Serve, Service};
 use crate::wake::Waker;
 use actormq_core::store::status::PutStatus;
 
-/// The writer's reply to an append: ready now, or — in SYNC_FLUSH, for an append that waits —
-/// its value and the flush it waits for. The caller settles it ([`append`]): the group committer
-/// sends the flush's outcome straight to it on a channel of its own (the answer does not come
-/// back through this thread, and the writer keeps nothing per waiting append), and the caller's
-/// own timer gives FLUSH_DISK_TIMEOUT if `syncFlushTimeout` passes first — as RocketMQ's
-/// producer-side `flushOkFuture.get(syncFlushTimeout)` does. So a group committer blocked in
-/// `fdatasync` on a stalled disk cannot hold an answer, and each side owns what it answers: no
-/// state is shared between the two threads.
-pub enum Appended<T> {
-    Now(T),
-    /// The append's [`FlushUpTo`] is in the writer's burst (see [`Burst`]); `flushed` gets the
-    /// flush's outcome, `deadline` is when FLUSH_DISK_TIMEOUT is due. `waits`: which of a
-    /// batch's messages wait, when not all do (empty: all) — the outcome is theirs only.
-    AfterFlush {
-        value: T,
-        flushed: tokio::sync::oneshot::Receiver<FlushOutcome>,
-        deadline: tokio::time::Instant,
-        waits: Vec<bool>,
-    },
-}
-
+// The caller's side of the writer's reply (`Appended`, in `messages.rs` with the messages that
+// carry it): settling it once the flush ended.
 impl<T: Settle> Appended<T> {
     /// The reply once the flush ended: stored and flushed, FLUSH_DISK_TIMEOUT at the deadline, or
     /// the reason the flush failed. A group committer that stopped without answering (the store is
@@ -155,49 +140,6 @@ impl Settle for Result<(AppendOk, Vec<PhyOffset>), PutError> {
     }
 }
 
-impl<A, M, T> actix::dev::MessageResponse<A, M> for Appended<T>
-where
-    A: Actor,
-    M: Message<Result = Appended<T>>,
-    T: Send + 'static,
-{
-    fn handle(self, _: &mut A::Context, tx: Option<actix::dev::OneshotSender<Self>>) {
-        if let Some(tx) = tx {
-            let _ = tx.send(self);
-        }
-    }
-}
-
-pub struct AppendMessage(pub NewMessage);
-impl Message for AppendMessage {
-    type Result = Appended<Result<AppendOk, PutError>>;
-}
-
-/// Many independent messages appended in order in one mailbox message. In SYNC_FLUSH its reply is
-/// sent once: after the flush if any of them waits; that flush's outcome applies to those that
-/// wait. A `WAIT=false` message in a batch with waiting ones is answered with them (the batching
-/// layer, `coalesce::send_chunks`, keeps them apart so that it is answered at once).
-pub struct AppendBatch(pub Vec<NewMessage>);
-impl Message for AppendBatch {
-    type Result = Appended<Vec<Result<AppendOk, PutError>>>;
-}
-
-/// A producer's batch (SEND_BATCH_MESSAGE): one topic and queue, consecutive queue offsets, one
-/// file. The reply carries each record's physical offset.
-pub struct AppendProducerBatch(pub Vec<NewMessage>);
-impl Message for AppendProducerBatch {
-    type Result = Appended<Result<(AppendOk, Vec<PhyOffset>), PutError>>;
-}
-
-#[derive(Clone, Debug)]
-pub struct WriterState {
-    pub max_offset: PhyOffset,
-}
-pub struct GetWriterState;
-impl Message for GetWriterState {
-    type Result = WriterState;
-}
-
 /// SYNC_FLUSH: the appends of the current burst of the writer's mailbox that wait. Their bytes
 /// are committed (write rings) and their [`FlushUpTo`]s go to the group committer together, in
 /// one [`FlushWaits`], when the burst ends: at an [`EndOfBurst`] the writer sends itself after the
@@ -217,12 +159,6 @@ struct Burst {
     uncommitted: bool,
     /// An [`EndOfBurst`] is in the mailbox.
     scheduled: bool,
-}
-
-/// Ends the writer's burst (see [`Burst`]); the writer sends it to itself.
-pub struct EndOfBurst;
-impl Message for EndOfBurst {
-    type Result = ();
 }
 
 pub struct CommitLogWriter {
@@ -593,16 +529,6 @@ impl Serve<GetWriterState> for CommitLogWriter {
     }
 }
 
-/// A slave: CommitLog bytes its master sent (one HA transfer), to be written at `start`, the
-/// same offset as on the master. See [`CommitLog::append_replicated`].
-pub struct AppendReplicated {
-    pub start: u64,
-    pub data: bytes::Bytes,
-}
-impl Message for AppendReplicated {
-    type Result = Result<ReplicatedOk, PutError>;
-}
-
 impl Serve<AppendReplicated> for CommitLogWriter {
     type Reply = Reply<AppendReplicated>;
     fn serve(&mut self, m: AppendReplicated, ctx: &mut Context<Metered<Self>>) -> Self::Reply {
@@ -629,29 +555,11 @@ impl Serve<AppendReplicated> for CommitLogWriter {
     }
 }
 
-/// Retention: delete these CommitLog files (the oldest, front first; never the last), from disk
-/// and then from the file list, which this writer owns. Replies with how many went; stops at the
-/// first that cannot be unlinked (see `FileQueueRetention::delete_files` in the core). Only the
-/// directory entry goes here (an `unlink`, microseconds); the blocks are freed when the last
-/// mapping of the file drops — the `StoreCleaner`, which holds the files it sent, or a reader
-/// still holding one — not on this thread.
-pub struct DeleteFiles(pub Vec<Arc<MappedFile>>);
-impl Message for DeleteFiles {
-    type Result = std::io::Result<usize>;
-}
-
 impl Serve<DeleteFiles> for CommitLogWriter {
     type Reply = Reply<DeleteFiles>;
     fn serve(&mut self, m: DeleteFiles, _: &mut Context<Metered<Self>>) -> Self::Reply {
         MessageResult(self.log.files().delete_files(&m.0))
     }
-}
-
-/// Forget a deleted topic's queue offsets; replies with the CommitLog end at that moment (every
-/// record of the old topic lies before it).
-pub struct RemoveTopic(pub String);
-impl Message for RemoveTopic {
-    type Result = PhyOffset;
 }
 
 impl Serve<RemoveTopic> for CommitLogWriter {

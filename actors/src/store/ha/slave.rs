@@ -3,7 +3,7 @@
 //! It dials the master's HA address (`haMasterAddress`, else what the name server says), reports
 //! its CommitLog end at once, then after every transfer that moved it and every
 //! `haSendHeartbeatInterval`, and hands each transfer to its own writer
-//! ([`crate::store::writer::AppendReplicated`]), which writes it at the same offset; reput
+//! ([`crate::store::messages::AppendReplicated`]), which writes it at the same offset; reput
 //! builds the ConsumeQueues and index from it as on the master.
 //!
 //! In: the read half as a stream of transfers ([`Inbound`]); its own timers (the heartbeat,
