@@ -1,6 +1,6 @@
 //! `StoreCleaner` — retention: deletes expired CommitLog files, then the ConsumeQueue and index
-//! files that only point into them (RocketMQ's `CleanCommitLogService` and
-//! `CleanConsumeQueueService`, spec §9).
+//! files that only point into them (`DefaultMessageStore.CleanCommitLogService` and
+//! `CleanConsumeQueueService` in 4.9.4's `store/.../DefaultMessageStore.java`).
 //!
 //! In: a tick every `cleanResourceInterval` (the first after 60 s as RocketMQ, or six intervals
 //! if that is sooner); [`CleanNow`]
