@@ -641,6 +641,19 @@ impl RemotingCommand {
     }
 }
 
+/// The header fields of a command (everything but body and serialize type), as every header
+/// codec (`json_header`, `json_fast`, `rocketmq_header`) decodes them.
+#[derive(Debug)]
+pub(crate) struct HeaderParts {
+    pub code: i32,
+    pub language: LanguageCode,
+    pub version: i32,
+    pub opaque: i32,
+    pub flag: i32,
+    pub remark: Option<String>,
+    pub ext_fields: ExtFields,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,7 @@
 //! on generated headers and on arbitrary bytes). It never panics and never decides what is an
 //! error.
 
-use super::command::{ExtFields, LanguageCode};
-use super::json_header::HeaderParts;
+use super::command::{ExtFields, HeaderParts, LanguageCode};
 
 struct Scan<'a> {
     b: &'a [u8],

@@ -27,19 +27,7 @@ use bytes::BytesMut;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::command::{ExtFields, LanguageCode, RemotingCommand};
-
-/// The header fields of a command (everything but body and serialize type).
-#[derive(Debug)]
-pub(crate) struct HeaderParts {
-    pub code: i32,
-    pub language: LanguageCode,
-    pub version: i32,
-    pub opaque: i32,
-    pub flag: i32,
-    pub remark: Option<String>,
-    pub ext_fields: ExtFields,
-}
+use super::command::{ExtFields, HeaderParts, LanguageCode, RemotingCommand};
 
 /// Decodes a JSON header. The error text becomes `FrameError::InvalidHeader { reason }`.
 pub(crate) fn decode(header: &[u8]) -> Result<HeaderParts, String> {

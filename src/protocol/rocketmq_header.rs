@@ -17,8 +17,8 @@
 
 use bytes::{BufMut, BytesMut};
 
+use super::command::HeaderParts;
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
-use super::json_header::HeaderParts;
 
 /// Size of the fixed part (code .. flag plus the remark length word).
 pub(crate) const FIXED_LEN: usize = 2 + 1 + 2 + 4 + 4 + 4;
