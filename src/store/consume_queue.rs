@@ -26,7 +26,7 @@ use arc_swap::ArcSwap;
 
 use super::mapped_file::{map_jobs, sync_dir, MappedFile, ParallelIo, Sequential, Warm};
 use super::mapped_file_queue::{FileQueueView, MappedFileQueue};
-use super::queue_table::QueueMaxTable;
+use super::queue_table::{QueueEnds, QueueMaxTable};
 use crate::format::cq_unit::{CqUnit, CQ_UNIT_SIZE};
 use crate::offset::QueueOffset;
 
@@ -1243,6 +1243,25 @@ impl ConsumeQueueStore {
     /// The queue, if it exists.
     pub fn queue(&self, topic: &str, queue_id: i32) -> Option<&ConsumeQueue> {
         self.queues.get(topic)?.get(&queue_id)
+    }
+}
+
+impl QueueEnds for ConsumeQueueStore {
+    fn each_end(&self, f: &mut dyn FnMut(&str, i32, u64, u64)) {
+        for q in self.queues() {
+            let v = q.view();
+            f(
+                &v.topic,
+                v.queue_id,
+                v.max_offset().0,
+                q.max_physic_offset(),
+            );
+        }
+    }
+
+    fn end_of(&self, topic: &str, queue_id: i32) -> Option<(u64, u64)> {
+        self.queue(topic, queue_id)
+            .map(|q| (q.view().max_offset().0, q.max_physic_offset()))
     }
 }
 

@@ -36,7 +36,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::consume_queue::ConsumeQueueStore;
 use crate::format::record::{sys_flag, RecordView};
 
 /// The table's file name, under `<storePathRootDir>/config/`.
@@ -187,6 +186,16 @@ impl QueueMaxTable {
     }
 }
 
+/// What [`RedispatchScan`] reads of the recovered ConsumeQueues: each queue's end, as (units,
+/// one past the last CommitLog byte they reference). `ConsumeQueueStore` implements it, so this
+/// module does not import `consume_queue`, which imports it.
+pub trait QueueEnds {
+    /// Calls `f(topic, queue id, units, physical end)` for every queue.
+    fn each_end(&self, f: &mut dyn FnMut(&str, i32, u64, u64));
+    /// One queue's (units, physical end), if it exists.
+    fn end_of(&self, topic: &str, queue_id: i32) -> Option<(u64, u64)>;
+}
+
 /// What recovery knows of one queue while it scans.
 #[derive(Clone, Copy, Debug, Default)]
 struct Mark {
@@ -236,19 +245,19 @@ pub struct RedispatchPlan {
 
 impl<'a> RedispatchScan<'a> {
     /// Takes each queue's end as recovered, before the CommitLog scan.
-    pub fn new(cqs: &ConsumeQueueStore, persisted: &'a QueueMaxTable) -> RedispatchScan<'a> {
+    pub fn new(cqs: &impl QueueEnds, persisted: &'a QueueMaxTable) -> RedispatchScan<'a> {
         let mut marks: HashMap<Box<str>, HashMap<i32, Mark>> = HashMap::new();
-        for q in cqs.queues() {
-            marks.entry(q.view().topic.clone()).or_default().insert(
-                q.view().queue_id,
+        cqs.each_end(&mut |topic, queue_id, max_offset, max_phy| {
+            marks.entry(topic.into()).or_default().insert(
+                queue_id,
                 Mark {
-                    max_offset: q.view().max_offset().0,
-                    max_phy: q.max_physic_offset(),
+                    max_offset,
+                    max_phy,
                     known: true,
                     met: false,
                 },
             );
-        }
+        });
         RedispatchScan {
             marks,
             persisted,
@@ -307,12 +316,8 @@ impl<'a> RedispatchScan<'a> {
 
     /// The plan, once the scan is over and `cqs` has been cut to the recovered CommitLog end;
     /// `min_phy` is the CommitLog's first offset (where a queue with no unit left starts).
-    pub fn plan(self, cqs: &ConsumeQueueStore, min_phy: u64) -> RedispatchPlan {
-        let end_of = |topic: &str, qid: i32| {
-            cqs.queue(topic, qid)
-                .map(|q| (q.view().max_offset().0, q.max_physic_offset()))
-                .unwrap_or((0, 0))
-        };
+    pub fn plan(self, cqs: &impl QueueEnds, min_phy: u64) -> RedispatchPlan {
+        let end_of = |topic: &str, qid: i32| cqs.end_of(topic, qid).unwrap_or((0, 0));
         let from_of = |max_phy: u64| if max_phy > 0 { max_phy } else { min_phy };
         let mut rebuilds = Vec::new();
         for (topic, qid, table) in self.persisted.iter() {
@@ -356,6 +361,7 @@ mod tests {
     use crate::format::record::{check, encode_into, Check};
     use crate::offset::QueueOffset;
     use crate::store::consume_queue::tests::unit;
+    use crate::store::consume_queue::ConsumeQueueStore;
 
     /// A ConsumeQueue store with queue `T/q` holding `n` units at physical offsets 0, 100, ...
     fn store_with(dir: &Path, queues: &[(i32, u64)]) -> ConsumeQueueStore {
