@@ -19,8 +19,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::client::{AdminClient, AdminError, Result};
+use super::message::bound;
 use super::show::{parse_time, print_table, time_str, Table};
-use super::{ops, to_each, Outcome, Target};
+use super::{to_each, Outcome, Target};
 
 // `updateSubGroup`.
 #[derive(Args, Debug, Clone)]
@@ -486,7 +487,7 @@ impl SkipAccumulatedMessage {
 }
 
 /// [`reset_offset`], or when no consumer of the group is online (206) mqadmin's old method,
-/// [`ops::reset_offset_old`], with its rollback table.
+/// [`reset_offset_old`], with its rollback table.
 async fn reset_or_rollback(
     admin: &AdminClient,
     group: &str,
@@ -499,7 +500,7 @@ async fn reset_or_rollback(
             if e.downcast_ref::<AdminError>().and_then(AdminError::code)
                 == Some(rc::CONSUMER_NOT_ONLINE) =>
         {
-            ops::reset_offset_old(admin, group, topic, ts, force).await
+            reset_offset_old(admin, group, topic, ts, force).await
         }
         other => other,
     }
@@ -535,6 +536,102 @@ async fn reset_offset(
                 mq.broker_name,
                 mq.queue_id.to_string(),
                 off.to_string(),
+            ]);
+        }
+    }
+    Ok(t)
+}
+
+/// mqadmin's `resetOffsetByTimestampOld`, its fallback when the broker answers
+/// CONSUMER_NOT_ONLINE (206) to 222: on each broker of the topic, the group's queues of the
+/// topic (208; without any, the topic's queues from 202 with min offset as consumer offset) move
+/// to the max offset (`ts` -1, 30) or the offset of `ts` (29) by 15 — only backwards unless
+/// `force`. The rollback table mqadmin prints.
+pub async fn reset_offset_old(
+    admin: &AdminClient,
+    group: &str,
+    topic: &str,
+    ts: i64,
+    force: bool,
+) -> anyhow::Result<Table> {
+    use actormq_core::protocol::admin::{ConsumeStats, TopicStatsTable};
+    let route = admin.route(topic).await?;
+    let read_queues = route.queue_datas.last().map_or(0, |q| q.read_queue_nums);
+    let mut t = Table::new(&[
+        "brokerName",
+        "queueId",
+        "brokerOffset",
+        "consumerOffset",
+        "timestampOffset",
+        "rollbackOffset",
+    ]);
+    for bd in &route.broker_datas {
+        let Some(addr) = bd
+            .broker_addrs
+            .get(&0)
+            .or_else(|| bd.broker_addrs.values().next())
+        else {
+            continue;
+        };
+        let cmd = RemotingCommand::new_request(rq::GET_CONSUME_STATS).with_ext_fields(
+            GetConsumeStatsRequestHeader {
+                consumer_group: group.to_string(),
+                topic: None,
+            }
+            .to_ext_fields(),
+        );
+        let resp = admin.call(addr, cmd).await?;
+        let stats = ConsumeStats::parse(&resp.body).map_err(anyhow::Error::msg)?;
+        let mut queues: Vec<(i32, i64, i64)> = stats
+            .offset_table
+            .iter()
+            .filter(|(mq, _)| mq.topic == topic)
+            .map(|(mq, w)| (mq.queue_id, w.broker_offset, w.consumer_offset))
+            .collect();
+        if queues.is_empty() {
+            let cmd = RemotingCommand::new_request(rq::GET_TOPIC_STATS_INFO).with_ext_fields(
+                GetTopicStatsInfoRequestHeader {
+                    topic: topic.to_string(),
+                }
+                .to_ext_fields(),
+            );
+            let resp = admin.call(addr, cmd).await?;
+            let st = TopicStatsTable::parse(&resp.body).map_err(anyhow::Error::msg)?;
+            for q in 0..read_queues {
+                let o = st
+                    .offset_table
+                    .iter()
+                    .find(|(mq, _)| mq.queue_id == q && mq.broker_name == bd.broker_name)
+                    .map(|(_, o)| *o)
+                    .unwrap_or_default();
+                queues.push((q, o.max_offset, o.min_offset));
+            }
+        }
+        queues.sort();
+        for (q, broker_offset, consumer_offset) in queues {
+            let at = (ts != -1).then_some(ts);
+            let reset = bound(admin, addr, topic, q, at, rq::GET_MAX_OFFSET).await?;
+            let mut rollback = consumer_offset;
+            if force || reset <= consumer_offset {
+                rollback = reset;
+                let cmd = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET).with_ext_fields(
+                    UpdateConsumerOffsetRequestHeader {
+                        consumer_group: group.to_string(),
+                        topic: topic.to_string(),
+                        queue_id: q,
+                        commit_offset: reset,
+                    }
+                    .to_ext_fields(),
+                );
+                admin.call(addr, cmd).await?;
+            }
+            t.push(vec![
+                bd.broker_name.clone(),
+                q.to_string(),
+                broker_offset.to_string(),
+                consumer_offset.to_string(),
+                reset.to_string(),
+                rollback.to_string(),
             ]);
         }
     }

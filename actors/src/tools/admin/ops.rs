@@ -20,8 +20,6 @@ use serde_json::{json, Value};
 
 use super::client::{AdminClient, AdminError, Result};
 use super::group::consume_stats;
-use super::message::bound;
-use super::show::Table;
 use super::topic::delete_topic;
 use super::{json_mode, perm_str, targets, Outcome, Target};
 
@@ -461,102 +459,6 @@ pub async fn clone_group_offset(
         println!("clone group offset success. srcGroup[{src}], destGroup=[{dest}], topic[{topic}]");
     }
     Ok(json!({"srcGroup": src, "destGroup": dest, "topic": topic, "offsets": cloned}))
-}
-
-/// mqadmin's `resetOffsetByTimestampOld`, its fallback when the broker answers
-/// CONSUMER_NOT_ONLINE (206) to 222: on each broker of the topic, the group's queues of the
-/// topic (208; without any, the topic's queues from 202 with min offset as consumer offset) move
-/// to the max offset (`ts` -1, 30) or the offset of `ts` (29) by 15 — only backwards unless
-/// `force`. The rollback table mqadmin prints.
-pub async fn reset_offset_old(
-    admin: &AdminClient,
-    group: &str,
-    topic: &str,
-    ts: i64,
-    force: bool,
-) -> anyhow::Result<Table> {
-    use actormq_core::protocol::admin::{ConsumeStats, TopicStatsTable};
-    let route = admin.route(topic).await?;
-    let read_queues = route.queue_datas.last().map_or(0, |q| q.read_queue_nums);
-    let mut t = Table::new(&[
-        "brokerName",
-        "queueId",
-        "brokerOffset",
-        "consumerOffset",
-        "timestampOffset",
-        "rollbackOffset",
-    ]);
-    for bd in &route.broker_datas {
-        let Some(addr) = bd
-            .broker_addrs
-            .get(&0)
-            .or_else(|| bd.broker_addrs.values().next())
-        else {
-            continue;
-        };
-        let cmd = RemotingCommand::new_request(rq::GET_CONSUME_STATS).with_ext_fields(
-            GetConsumeStatsRequestHeader {
-                consumer_group: group.to_string(),
-                topic: None,
-            }
-            .to_ext_fields(),
-        );
-        let resp = admin.call(addr, cmd).await?;
-        let stats = ConsumeStats::parse(&resp.body).map_err(anyhow::Error::msg)?;
-        let mut queues: Vec<(i32, i64, i64)> = stats
-            .offset_table
-            .iter()
-            .filter(|(mq, _)| mq.topic == topic)
-            .map(|(mq, w)| (mq.queue_id, w.broker_offset, w.consumer_offset))
-            .collect();
-        if queues.is_empty() {
-            let cmd = RemotingCommand::new_request(rq::GET_TOPIC_STATS_INFO).with_ext_fields(
-                GetTopicStatsInfoRequestHeader {
-                    topic: topic.to_string(),
-                }
-                .to_ext_fields(),
-            );
-            let resp = admin.call(addr, cmd).await?;
-            let st = TopicStatsTable::parse(&resp.body).map_err(anyhow::Error::msg)?;
-            for q in 0..read_queues {
-                let o = st
-                    .offset_table
-                    .iter()
-                    .find(|(mq, _)| mq.queue_id == q && mq.broker_name == bd.broker_name)
-                    .map(|(_, o)| *o)
-                    .unwrap_or_default();
-                queues.push((q, o.max_offset, o.min_offset));
-            }
-        }
-        queues.sort();
-        for (q, broker_offset, consumer_offset) in queues {
-            let at = (ts != -1).then_some(ts);
-            let reset = bound(admin, addr, topic, q, at, rq::GET_MAX_OFFSET).await?;
-            let mut rollback = consumer_offset;
-            if force || reset <= consumer_offset {
-                rollback = reset;
-                let cmd = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET).with_ext_fields(
-                    UpdateConsumerOffsetRequestHeader {
-                        consumer_group: group.to_string(),
-                        topic: topic.to_string(),
-                        queue_id: q,
-                        commit_offset: reset,
-                    }
-                    .to_ext_fields(),
-                );
-                admin.call(addr, cmd).await?;
-            }
-            t.push(vec![
-                bd.broker_name.clone(),
-                q.to_string(),
-                broker_offset.to_string(),
-                consumer_offset.to_string(),
-                reset.to_string(),
-                rollback.to_string(),
-            ]);
-        }
-    }
-    Ok(t)
 }
 
 // The commands' options, each with the `run` that hands them to the function above.
