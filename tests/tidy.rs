@@ -9,6 +9,8 @@
 //! * no function longer than [`FN_LINES`] lines in the same trees outside [`LONG_FNS`];
 //! * no source file longer than [`FILE_LINES`] lines outside [`BIG_FILES`];
 //! * README.md at most [`README_LINES`] lines, ARCHITECTURE.md at most [`ARCHITECTURE_LINES`];
+//! * no import circle: within each module, no two children import each other, directly or
+//!   through siblings ([`no_import_circles`]);
 //! * no comment in `src/`, `actors/src/` or `tests/` citing documents that are not in the
 //!   repository (the design notes, the RocketMQ facts and ecosystem notes, a spec folder, any
 //!   numbered section) outside [`CITATIONS`]: comments cite files here or Apache RocketMQ's
@@ -22,7 +24,7 @@
 //! items, the files of `#[cfg(test)] mod name;` and `*_tests.rs` files are skipped. The scanner ([`scan`]) blanks comments, strings and char
 //! literals before it looks at code, and matches braces to find where an item ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -617,6 +619,140 @@ fn comments_cite_only_what_is_in_the_repository() {
     fail_on("citations", check_counts(rule, &found, CITATIONS));
 }
 
+/// A source file's module path inside its crate (`actors/src/store/ha/master.rs` →
+/// `store::ha::master`; `mod.rs`, `lib.rs` and `main.rs` name their directory's module).
+fn module_path(file: &str) -> Vec<String> {
+    let rel = file
+        .strip_prefix("actors/src/")
+        .or_else(|| file.strip_prefix("src/"))
+        .expect("a file of one of the two crates");
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|l| ["mod", "lib", "main"].contains(&l.as_str()))
+    {
+        parts.pop();
+    }
+    parts
+}
+
+/// The modules a file's non-test code names, as absolute module paths: every `crate::a::b`,
+/// `super::a` and `self::a` path, and each first name of a `super::{a, b::c}` group.
+fn named_modules(code: &str, here: &[String]) -> Vec<Vec<String>> {
+    let path = Regex::new(r"\b(crate|super|self)((?:::[a-z_][a-z0-9_]*)*)(::\{[^}]*\})?").unwrap();
+    let first = Regex::new(r"(?:^|[{,])\s*([a-z_][a-z0-9_]*)").unwrap();
+    // Module paths, not file paths: `super` is the parent module and `self` this one, whether
+    // the module is a file or a directory's `mod.rs`.
+    let mut out = Vec::new();
+    for c in path.captures_iter(code) {
+        let base = match &c[1] {
+            "crate" => Vec::new(),
+            "self" => here.to_vec(),
+            _ => here[..here.len().saturating_sub(1)].to_vec(),
+        };
+        let mut abs = base;
+        abs.extend(
+            c[2].split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        );
+        match c.get(3) {
+            Some(group) => {
+                let inner = group
+                    .as_str()
+                    .trim_start_matches("::{")
+                    .trim_end_matches('}');
+                for g in first.captures_iter(inner) {
+                    let mut p = abs.clone();
+                    p.push(g[1].to_string());
+                    out.push(p);
+                }
+            }
+            None => out.push(abs),
+        }
+    }
+    // `super::super::…` and the like: rare, and not worth resolving here.
+    out.retain(|p| {
+        !p.iter()
+            .any(|s| ["super", "self", "crate"].contains(&s.as_str()))
+    });
+    out
+}
+
+/// No module imports one that imports it back: for every module, the graph of its children
+/// (one edge when anything inside one child names anything inside another) has no cycle.
+#[test]
+fn no_import_circles() {
+    // (crate, parent module) → child → children it names.
+    let mut graph: BTreeMap<(String, Vec<String>), BTreeMap<String, BTreeSet<String>>> =
+        BTreeMap::new();
+    for file in source_files() {
+        let krate = if file.starts_with("actors/") {
+            "actors"
+        } else {
+            "core"
+        };
+        let here = module_path(&file);
+        let src = read(&file);
+        let scanned = scan(&src);
+        let tests = test_ranges(&scanned.code);
+        let code: String = scanned
+            .code
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| !in_ranges(&tests, i + 1))
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        for there in named_modules(&code, &here) {
+            let common = here.iter().zip(&there).take_while(|(a, b)| a == b).count();
+            if let (Some(from), Some(to)) = (here.get(common), there.get(common)) {
+                graph
+                    .entry((krate.to_string(), here[..common].to_vec()))
+                    .or_default()
+                    .entry(from.clone())
+                    .or_default()
+                    .insert(to.clone());
+            }
+        }
+    }
+    let mut bad = Vec::new();
+    for ((krate, parent), edges) in &graph {
+        for (from, tos) in edges {
+            for to in tos {
+                if reaches(edges, to, from) {
+                    bad.push(format!(
+                        "{krate} crate, module `{}`: {from} and {to} import each other (directly or \
+                         through siblings)",
+                        if parent.is_empty() { "crate".to_string() } else { parent.join("::") }
+                    ));
+                }
+            }
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    fail_on("import circles", bad);
+}
+
+/// Whether `to` can be reached from `from` along `edges`.
+fn reaches(edges: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![from.to_string()];
+    while let Some(n) = todo.pop() {
+        if n == to {
+            return true;
+        }
+        if seen.insert(n.clone()) {
+            todo.extend(edges.get(&n).into_iter().flatten().cloned());
+        }
+    }
+    false
+}
+
 /// The allow-lists name files that exist, once each.
 #[test]
 fn allow_lists_are_well_formed() {
@@ -646,6 +782,41 @@ fn allow_lists_are_well_formed() {
 /// The scanner itself, on small inline examples.
 mod scanner {
     use super::*;
+
+    fn names(code: &str, file: &str) -> Vec<String> {
+        named_modules(code, &module_path(file))
+            .into_iter()
+            .map(|p| p.join("::"))
+            .collect()
+    }
+
+    #[test]
+    fn resolves_crate_super_and_groups_from_files_and_dir_modules() {
+        let code = "use crate::store::writer;\nuse super::{messages::X, reput};\nself::y();\n";
+        assert_eq!(
+            names(code, "actors/src/store/cleaner.rs"),
+            [
+                "store::writer",
+                "store::messages",
+                "store::reput",
+                "store::cleaner::y"
+            ]
+        );
+        // `super` of `store/ha/mod.rs` is `store`; its `self` is `store::ha`.
+        assert_eq!(
+            names(code, "actors/src/store/ha/mod.rs"),
+            [
+                "store::writer",
+                "store::messages",
+                "store::reput",
+                "store::ha::y"
+            ]
+        );
+        assert_eq!(
+            names("super::super::x();", "src/a/b.rs"),
+            Vec::<String>::new()
+        );
+    }
 
     fn names_and_lines(src: &str) -> Vec<(String, usize, usize)> {
         functions(src)
