@@ -1,6 +1,6 @@
-//! A store open that fails part-way stops the actors it had started (a test binary of its own:
-//! it counts the process's threads by name, which tests running beside it in one process would
-//! disturb).
+//! A store open that fails part-way stops the actors it had started. The test counts the
+//! process's threads by name, which stores of tests running beside it would disturb, and arms a
+//! fail point: it runs alone ([`crate::exclusive`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +26,9 @@ fn dispatch_threads() -> usize {
 
 #[actix::test]
 async fn an_open_failing_during_recovery_stops_the_actors_it_started() {
+    // Counts the process's threads and arms a fail point: no other test of the process runs
+    // meanwhile (tests/store/main.rs).
+    let _exclusive = crate::exclusive().await;
     let dir = tempfile::tempdir().unwrap();
     {
         let store = Store::open(StoreParams::for_tests(dir.path()), Arc::new(SystemClock))

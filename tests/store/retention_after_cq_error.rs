@@ -4,8 +4,8 @@
 //! CommitLog files. Before, that flush's error ended every round until a restart, while the disk
 //! filled; now the round deletes the files whose units an earlier flush put on disk, and keeps
 //! those whose units may exist only in memory (a power loss would leave them nowhere to be
-//! rebuilt from). A test binary of its own: the error is a fail point, which holds for the whole
-//! process.
+//! rebuilt from). The error is a fail point, which holds for the whole process: the test runs
+//! alone ([`crate::exclusive`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,8 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[actix::test]
 async fn a_consume_queue_write_error_leaves_retention_deleting_what_its_units_cover() {
+    // Arms a fail point: no other test of the process runs meanwhile (tests/store/main.rs).
+    let _exclusive = crate::exclusive().await;
     let dir = tempfile::tempdir().unwrap();
     let file = 64 * 1024u64;
     let mut p = StoreParams::for_tests(dir.path());

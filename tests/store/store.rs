@@ -97,6 +97,7 @@ fn all(store: &Store, topic: &str, q: i32) -> Vec<(QueueOffset, Vec<u8>)> {
 /// offset reads back its own body — in SYNC_FLUSH, and every queue's offsets are contiguous.
 #[actix::test]
 async fn coalesced_puts_answer_each_caller_with_its_own_message() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = std::rc::Rc::new(open(dir.path(), &clock, |p| p.sync_flush = true).await);
@@ -138,6 +139,7 @@ async fn coalesced_puts_answer_each_caller_with_its_own_message() {
 
 #[actix::test]
 async fn messages_roll_across_files_and_all_read_back() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |p| p.commit_log_file_size = 64 * 1024).await;
@@ -182,6 +184,7 @@ async fn messages_roll_across_files_and_all_read_back() {
 /// units per ConsumeQueue file, so each batch's units need 1,000 new files or none.
 #[actix::test]
 async fn queue_offsets_are_contiguous_across_1000_queues() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |p| p.cq_file_size = 40).await;
@@ -216,6 +219,7 @@ async fn queue_offsets_are_contiguous_across_1000_queues() {
 
 #[actix::test]
 async fn each_limit_answers_its_status_and_stores_nothing() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |p| p.max_message_size = 1024).await;
@@ -289,6 +293,7 @@ async fn each_limit_answers_its_status_and_stores_nothing() {
 
 #[actix::test]
 async fn delay_level_1_message_reaches_its_real_topic_after_one_second() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -363,6 +368,7 @@ async fn delay_level_1_message_reaches_its_real_topic_after_one_second() {
 /// after it (level 1) and without one (level 2: it must not be read again every tick).
 #[actix::test]
 async fn a_delayed_message_damaged_while_it_waits_is_skipped_not_delivered() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -431,6 +437,7 @@ async fn a_delayed_message_damaged_while_it_waits_is_skipped_not_delivered() {
 
 #[actix::test]
 async fn index_query_by_keys_and_by_uniq_key() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -486,6 +493,7 @@ async fn index_query_by_keys_and_by_uniq_key() {
 
 #[actix::test]
 async fn tag_filter_returns_matching_messages_and_advances_over_the_rest() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -585,6 +593,7 @@ async fn tag_filter_returns_matching_messages_and_advances_over_the_rest() {
 /// `…BytesOnMessageInDisk`, and a read that ends there says the consumer should go to a slave.
 #[actix::test]
 async fn a_consumer_far_behind_the_log_end_reads_disk_sized_batches_and_is_sent_to_a_slave() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -669,6 +678,7 @@ async fn a_consumer_far_behind_the_log_end_reads_disk_sized_batches_and_is_sent_
 
 #[actix::test]
 async fn every_read_api_on_an_empty_store_and_an_unknown_topic() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -748,6 +758,7 @@ async fn every_read_api_on_an_empty_store_and_an_unknown_topic() {
 
 #[actix::test]
 async fn the_store_reopened_after_a_clean_stop_serves_every_message_again() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| p.commit_log_file_size = 32 * 1024;
@@ -815,6 +826,7 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 
 #[actix::test]
 async fn the_store_directory_has_rocketmqs_layout_byte_for_byte() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -919,6 +931,7 @@ async fn the_store_directory_has_rocketmqs_layout_byte_for_byte() {
 
 #[actix::test]
 async fn sync_flush_acknowledges_only_flushed_messages_and_dispatches_only_flushed_bytes() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |p| p.sync_flush = true).await;
@@ -953,6 +966,7 @@ async fn sync_flush_acknowledges_only_flushed_messages_and_dispatches_only_flush
 /// contiguous and name the messages sent with them.
 #[actix::test]
 async fn sync_flush_bursts_of_mixed_appends_acknowledge_only_flushed_bytes_and_lose_nothing() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = Arc::new(
@@ -1052,6 +1066,7 @@ async fn sync_flush_bursts_of_mixed_appends_acknowledge_only_flushed_bytes_and_l
 
 #[actix::test]
 async fn a_deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     // 10 units per ConsumeQueue file, so the queue spans several files.
@@ -1110,6 +1125,7 @@ async fn push_back(store: &Store, files: usize) {
 /// same offsets, and the files come back under their names.
 #[actix::test]
 async fn a_deleted_middle_consume_queue_file_is_rebuilt_with_the_same_offsets() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
@@ -1172,6 +1188,7 @@ async fn a_deleted_middle_consume_queue_file_is_rebuilt_with_the_same_offsets() 
 #[actix::test]
 async fn a_lost_consume_queue_directory_behind_the_scanned_files_is_rebuilt_with_the_same_offsets()
 {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
@@ -1232,6 +1249,7 @@ async fn a_lost_consume_queue_directory_behind_the_scanned_files_is_rebuilt_with
 /// CommitLog files: only the CommitLog from the end of its last remaining unit on is read again.
 #[actix::test]
 async fn a_lost_last_consume_queue_file_is_rebuilt_from_the_queues_own_end_only() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     // 10 units per ConsumeQueue file.
@@ -1279,6 +1297,7 @@ async fn a_lost_last_consume_queue_file_is_rebuilt_from_the_queues_own_end_only(
 /// under the same name comes back, from its new records, at offset 0.
 #[actix::test]
 async fn a_deleted_topic_stays_deleted_after_abnormal_and_clean_restarts() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     // As after a crash: abnormal recovery re-dispatches from the first CommitLog file here (no
@@ -1336,6 +1355,7 @@ async fn a_deleted_topic_stays_deleted_after_abnormal_and_clean_restarts() {
 /// the first CommitLog file, and every message and key is found again.
 #[actix::test]
 async fn a_checkpoint_of_the_wrong_size_is_replaced_as_if_there_had_been_none() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let before = {
@@ -1403,6 +1423,7 @@ async fn a_checkpoint_of_the_wrong_size_is_replaced_as_if_there_had_been_none() 
 
 #[actix::test]
 async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpoint() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     {
@@ -1460,6 +1481,7 @@ async fn abnormal_recovery_redispatches_from_the_checkpoint_and_writes_a_checkpo
 /// dispatch stopped in front of it for good and such a start never finished).
 #[actix_rt::test]
 async fn a_message_at_the_default_size_limit_is_dispatched_and_so_is_everything_after_it() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| {
@@ -1515,6 +1537,7 @@ async fn a_message_at_the_default_size_limit_is_dispatched_and_so_is_everything_
 /// messages are served, and the next send takes the free offset.
 #[actix_rt::test]
 async fn a_record_whose_queue_offset_was_damaged_is_not_dispatched_and_the_start_finishes() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let mut offsets = Vec::new();
@@ -1568,6 +1591,7 @@ async fn a_record_whose_queue_offset_was_damaged_is_not_dispatched_and_the_start
 /// end come back byte for byte, whatever the previous run was.
 #[actix_rt::test]
 async fn consume_queue_units_torn_before_an_abnormal_stop_are_written_again() {
+    let _shared = crate::shared().await;
     for previous in [PreviousRun::ProcessDied, PreviousRun::Crashed] {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(T0);
@@ -1627,6 +1651,7 @@ async fn consume_queue_units_torn_before_an_abnormal_stop_are_written_again() {
 /// still holds, so without the check the message would be served with its keys cut off.
 #[actix_rt::test]
 async fn a_record_whose_properties_stop_at_a_page_boundary_is_cut_after_any_abnormal_stop() {
+    let _shared = crate::shared().await;
     for previous in [PreviousRun::ProcessDied, PreviousRun::Crashed] {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(T0);
@@ -1672,6 +1697,7 @@ async fn a_record_whose_properties_stop_at_a_page_boundary_is_cut_after_any_abno
 /// recovery at the first CommitLog file.
 #[actix_rt::test]
 async fn message_index_safe_without_an_index_keeps_the_recovery_start_at_the_checkpoint() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| {
@@ -1710,6 +1736,7 @@ async fn message_index_safe_without_an_index_keeps_the_recovery_start_at_the_che
 /// CommitLog there, every later message with it.
 #[actix_rt::test]
 async fn recovery_keeps_a_record_whose_properties_are_not_utf8() {
+    let _shared = crate::shared().await;
     for previous in [
         PreviousRun::Clean,
         PreviousRun::ProcessDied,
@@ -1787,6 +1814,7 @@ fn keys_not_found(store: &Store, topic: &str, n: u32) -> Vec<u32> {
 /// raised time, past the file's first keys, and they are gone from the index.
 #[actix::test]
 async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| {
@@ -1841,6 +1869,7 @@ async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
 /// messageIndexSafe the keys before that start are gone — here those of the first seconds.
 #[actix::test]
 async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_recovery_start() {
+    let _shared = crate::shared().await;
     let tweak = |p: &mut StoreParams| p.commit_log_file_size = 64 << 10;
     let mut missing_after = Vec::new();
     // The third run: a process death, but index files that are not the dead process's own (the
@@ -1915,6 +1944,7 @@ async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_r
 /// after the restart, are all found.
 #[actix::test]
 async fn index_files_that_name_records_past_the_recovered_end_are_rebuilt() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| {
@@ -1997,6 +2027,7 @@ fn index_dir(root: &Path) -> (Vec<String>, Vec<String>) {
 /// appended afterwards too.
 #[actix::test]
 async fn a_damaged_index_file_is_rebuilt_from_the_commit_log() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| {
@@ -2066,6 +2097,7 @@ async fn a_damaged_index_file_is_rebuilt_from_the_commit_log() {
 /// the newest *full* one (read back from its header) as the checkpoint's index time.
 #[actix::test]
 async fn a_clean_stop_checkpoints_the_end_of_the_newest_full_index_file() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |p| p.max_index_num = 40).await;
@@ -2129,6 +2161,7 @@ fn commitlog_bytes(root: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[actix::test]
 async fn write_buffers_hide_uncommitted_messages_and_store_what_the_unbuffered_store_stores() {
+    let _shared = crate::shared().await;
     let plain_dir = tempfile::tempdir().unwrap();
     let pool_dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
@@ -2222,6 +2255,7 @@ async fn write_buffers_hide_uncommitted_messages_and_store_what_the_unbuffered_s
 
 #[actix::test]
 async fn the_store_reopened_with_write_buffers_after_a_clean_stop_serves_everything() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| {
@@ -2278,6 +2312,7 @@ async fn the_store_reopened_with_write_buffers_after_a_clean_stop_serves_everyth
 /// after a restart.
 #[actix::test]
 async fn sync_flush_rolls_through_files_zeroed_ahead_without_losing_a_byte() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| {
@@ -2339,6 +2374,7 @@ async fn sync_flush_rolls_through_files_zeroed_ahead_without_losing_a_byte() {
 
 #[actix::test]
 async fn sync_flush_with_write_buffers_acknowledges_only_flushed_messages() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |p| {
@@ -2398,6 +2434,7 @@ async fn sync_store_whose_flushes_fail(
 /// the failure (without waiting for dispatch to reach bytes that will never be flushed).
 #[actix_rt::test]
 async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let (store, _, _) = sync_store_whose_flushes_fail(dir.path(), &clock).await;
@@ -2434,6 +2471,7 @@ async fn a_failed_sync_flush_refuses_the_append_and_turns_the_store_read_only() 
 /// retrying its refused `WAIT=false` message would have stored it twice).
 #[actix_rt::test]
 async fn a_message_that_does_not_wait_never_takes_the_outcome_of_another_messages_flush() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let (store, _, _) = sync_store_whose_flushes_fail(dir.path(), &clock).await;
@@ -2470,6 +2508,7 @@ async fn a_message_that_does_not_wait_never_takes_the_outcome_of_another_message
 /// keeps the abort file: the next start recovers as after a crash).
 #[actix_rt::test]
 async fn a_flush_failure_is_kept_even_when_the_next_fdatasync_would_succeed() {
+    let _shared = crate::shared().await;
     use std::os::fd::AsRawFd;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
@@ -2496,6 +2535,7 @@ async fn a_flush_failure_is_kept_even_when_the_next_fdatasync_would_succeed() {
 /// must not take a core from the request path); the rest of the store keeps the process's.
 #[actix_rt::test]
 async fn the_async_flusher_runs_below_the_request_path() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let store = open(dir.path(), &clock, |_| {}).await;
@@ -2555,6 +2595,7 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[actix::test]
 async fn an_untimed_flusher_is_woken_by_appends() {
+    let _shared = crate::shared().await;
     for buffered in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(T0);
@@ -2590,6 +2631,7 @@ async fn an_untimed_flusher_is_woken_by_appends() {
 /// burst, and the failure reaches the producer from there.
 #[actix_rt::test]
 async fn a_failed_write_ring_commit_is_refused_and_never_served() {
+    let _shared = crate::shared().await;
     use std::os::fd::AsRawFd;
     for sync in [false, true] {
         let dir = tempfile::tempdir().unwrap();
@@ -2645,6 +2687,7 @@ async fn a_failed_write_ring_commit_is_refused_and_never_served() {
 /// committer has given the buffer back.
 #[actix::test]
 async fn fast_fail_refuses_an_append_without_a_free_write_buffer_until_one_returns() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let file_size = 64 * 1024;
@@ -2702,6 +2745,7 @@ async fn fast_fail_refuses_an_append_without_a_free_write_buffer_until_one_retur
 /// failure after its bounded retries, and nothing it could not commit became readable.
 #[actix::test]
 async fn a_clean_stop_retries_a_failing_final_commit_then_reports_it() {
+    let _shared = crate::shared().await;
     use std::os::fd::AsRawFd;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
@@ -2749,6 +2793,7 @@ async fn a_clean_stop_retries_a_failing_final_commit_then_reports_it() {
 /// dispatch, a power loss could take the page while recovery started past its records.
 #[actix::test]
 async fn the_logics_time_waits_for_a_flush_that_leaves_every_unit_on_disk() {
+    let _shared = crate::shared().await;
     use std::sync::atomic::Ordering;
     let clock = ManualClock::new(T0);
     let logics = |s: &Store| s.state().logics_ts.load(Ordering::Acquire);
@@ -2827,6 +2872,7 @@ fn from_min(store: &Store, topic: &str, q: i32) -> Vec<(u64, String, u64)> {
 /// (`correctMinOffset` at load).
 #[actix::test]
 async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_offset() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let file = 64 * 1024u64;
@@ -2958,6 +3004,7 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
 /// over every message from the queue's old start.
 #[actix::test]
 async fn a_search_by_time_skips_units_whose_messages_retention_deleted() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let file = 64 * 1024u64;
@@ -3016,6 +3063,7 @@ async fn a_search_by_time_skips_units_whose_messages_retention_deleted() {
 /// queue's min offset to the CommitLog's first byte; its first round deletes the rest.
 #[actix::test]
 async fn a_stop_cuts_a_paused_retention_round_short_and_the_next_start_finishes_it() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let file = 64 * 1024u64;
@@ -3094,6 +3142,7 @@ async fn a_stop_cuts_a_paused_retention_round_short_and_the_next_start_finishes_
 /// behind it, and each retry appended those again: duplicates by the thousand per second.
 #[actix::test]
 async fn a_delayed_message_the_store_refuses_for_good_is_skipped_and_the_rest_delivered_once() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     {
@@ -3138,6 +3187,7 @@ async fn a_delayed_message_the_store_refuses_for_good_is_skipped_and_the_rest_de
 
 #[actix::test]
 async fn delayed_delivery_goes_on_after_retention_deleted_the_levels_oldest_units() {
+    let _shared = crate::shared().await;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let file = 64 * 1024u64;

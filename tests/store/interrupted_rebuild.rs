@@ -1,8 +1,8 @@
 //! A start that removed index files — naming records past a cut CommitLog end, or damaged — and
 //! was then stopped before re-dispatch rebuilt them (a kill during recovery), must leave the
-//! checkpoint sending the next start back far enough to index those records again. A test binary
-//! of its own: it arms a process-wide fail point, so its cases run one after the other in one
-//! test.
+//! checkpoint sending the next start back far enough to index those records again. It arms a
+//! process-wide fail point, so its cases run one after the other in one test, and that test runs
+//! alone ([`crate::exclusive`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,6 +44,8 @@ fn keyed(i: u32) -> NewMessage {
 
 #[actix::test]
 async fn a_start_stopped_after_removing_index_files_is_followed_by_one_that_rebuilds_them() {
+    // Arms a fail point: no other test of the process runs meanwhile (tests/store/main.rs).
+    let _exclusive = crate::exclusive().await;
     cut_commit_log().await;
     damaged_index_file().await;
 }

@@ -2,7 +2,8 @@
 //! appended, and each producer is answered FLUSH_DISK_TIMEOUT once `syncFlushTimeout` has passed
 //! — not when the flush comes back — and the store carries on once it does. RocketMQ's
 //! GroupCommitService hangs alone in the same way; appends and the producer's timed wait go on.
-//! A test binary of its own: the stall is a fail point, which holds for the whole process.
+//! The stall is a fail point, which holds for the whole process: the test runs alone
+//! ([`crate::exclusive`]).
 //!
 //! The outcome, not a timing, says what happened: an answer that had to wait for the flush would
 //! be SEND_OK, given after the whole stall.
@@ -40,6 +41,8 @@ fn msg(body: &str) -> NewMessage {
 
 #[actix::test]
 async fn sends_during_a_stalled_flush_are_stored_and_answered_flush_disk_timeout_in_time() {
+    // Arms a fail point: no other test of the process runs meanwhile (tests/store/main.rs).
+    let _exclusive = crate::exclusive().await;
     let dir = tempfile::tempdir().unwrap();
     let mut p = StoreParams::for_tests(dir.path());
     p.sync_flush = true;
