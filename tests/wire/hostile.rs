@@ -40,8 +40,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-mod common;
-use common::{pull_request, send_request};
+use crate::common::{pull_request, send_request};
 
 /// Hard upper bound of a whole test, broker start and clean stop included.
 const TEST_LIMIT: Duration = Duration::from_secs(120);

@@ -12,18 +12,16 @@
 //! 127.0.0.1 port 0, a raw [`FakeClient`] connection that stays open (a name server drops a
 //! broker whose registering connection closes), and no sleeps.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common::{broker, run_bounded, stop_broker, FakeClient};
 use actormq::namesrv::{start_namesrv, NamesrvHandle, NamesrvOptions};
 use actormq_core::format::record::body_crc;
 use actormq_core::protocol::body::{parse_java_json, DataVersion, TopicList};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{QueryDataVersionRequestHeader, RegisterBrokerRequestHeader};
-use common::{broker, run_bounded, stop_broker, FakeClient};
 use serde_json::json;
 
 /// The fixture's DataVersion timestamp (any fixed value).
@@ -216,9 +214,10 @@ async fn bare_namesrv(home: &std::path::Path) -> NamesrvHandle {
     start_namesrv(listener, opts).await.unwrap()
 }
 
-/// Fails the test if `f` has not finished within [`common::TEST_LIMIT`] (a guard against a hang).
+/// Fails the test if `f` has not finished within [`crate::common::TEST_LIMIT`] (a guard against a
+/// hang).
 async fn bounded(f: impl std::future::Future<Output = ()>) {
-    tokio::time::timeout(common::TEST_LIMIT, f)
+    tokio::time::timeout(crate::common::TEST_LIMIT, f)
         .await
         .expect("the test finished within its limit");
 }
@@ -333,7 +332,7 @@ fn a_running_broker_is_listed_by_cluster_and_system_list() {
         let system_list = || RemotingCommand::new_request(rq::GET_SYSTEM_TOPIC_LIST_FROM_NS);
         while c.request(system_list()).await.body.len() <= r#"{"topicList":[]}"#.len() {
             assert!(
-                start.elapsed() < common::TEST_LIMIT / 2,
+                start.elapsed() < crate::common::TEST_LIMIT / 2,
                 "the broker never registered"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -416,7 +415,10 @@ fn admin_consumer_status_prints_the_consumer_s_report() {
         // The group's %RETRY% topic reaches the name server in the background.
         let start = Instant::now();
         while admin.route("%RETRY%StatusG").await.is_err() {
-            assert!(start.elapsed() < common::TEST_LIMIT / 2, "no %RETRY% route");
+            assert!(
+                start.elapsed() < crate::common::TEST_LIMIT / 2,
+                "no %RETRY% route"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let body = br#"{"mqTable":{{"brokerName":"broker-a","queueId":0,"topic":"StatusTopic"}:{"commitOffset":5}},"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"},"statusTable":{"StatusTopic":{"pullTPS":1.5}},"subscriptionSet":[{"subString":"*","topic":"StatusTopic"}]}"#;

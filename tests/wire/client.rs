@@ -24,9 +24,6 @@
 //!   `3 + reconsumeTimes` (10 s, 30 s, ...).
 //! * push and lite-pull consumers default to CONSUME_FROM_LAST_OFFSET; the tests use
 //!   CONSUME_FROM_FIRST_OFFSET so that a brand-new group deterministically starts at offset 0.
-#![recursion_limit = "512"]
-
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,10 +38,10 @@ use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 
+use crate::common::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
-use common::*;
 
 /// Per key: (sequence number, queue id) in delivery order.
 type SeqByKey = BTreeMap<String, Vec<(usize, i32)>>;

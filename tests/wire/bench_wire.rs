@@ -8,10 +8,9 @@
 //! and the broker auto-creates them, as with a real client. Every report also carries the
 //! broker's CPU per message (`--broker-metrics`, `--broker-pid`, or discovered).
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{broker, run_bounded, stop_broker};
 use actormq::remoting::client::RemotingClient;
 use actormq::tools::bench_cpu::{report_lines, BrokerProbe, BrokerUsage};
 use actormq::tools::bench_wire::{
@@ -19,7 +18,6 @@ use actormq::tools::bench_wire::{
 };
 use actormq_core::protocol::codes::{request_code, response_code};
 use actormq_core::protocol::command::RemotingCommand;
-use common::{broker, run_bounded, stop_broker};
 
 async fn produce(namesrv: &str, topic: &str, extra: &[&str]) -> ProduceReport {
     let mut argv = vec![

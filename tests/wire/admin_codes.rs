@@ -15,17 +15,15 @@
 //! waits on a clock: each step waits for the frame it needs (a generous limit only guards
 //! against a hang).
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::format::properties;
 use actormq_core::protocol::body::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{SendHeaderNames, SendMessageRequestHeader};
-use common::*;
 use serde_json::Value;
 
 /// Guard against a hang, not a timing.

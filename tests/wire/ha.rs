@@ -10,16 +10,14 @@
 //! no SEND_OK is given for a byte the slave had not reported; a real client's consumer reads
 //! everything from the slave while the master is down.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::format::msg_id::decode_offset_msg_id;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::PullMessageRequestHeader;
-use common::*;
 use rocketmq_client_rust::SendStatus;
 
 /// The producer group of every raw SEND ([`send_request`], from tests/common).

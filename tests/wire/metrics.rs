@@ -23,8 +23,7 @@ use actormq_core::protocol::command::RemotingCommand;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-mod common;
-use common::{now_millis, pull_request, send_request};
+use crate::common::{now_millis, pull_request, send_request};
 
 /// Hard upper bound of the whole test, broker start and stop included.
 const TEST_LIMIT: Duration = Duration::from_secs(120);

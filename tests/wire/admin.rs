@@ -4,17 +4,14 @@
 //! checked — tables for people, `--json` for the figures.
 //!
 //! Each child gets a hard time limit and is killed (by its handle) if it overruns.
-#![recursion_limit = "512"]
-
-mod common;
 
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::protocol::body::parse_java_json;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
-use common::*;
 use rocketmq_client_rust::{
     ClientResult, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, MQPushConsumer,
 };
