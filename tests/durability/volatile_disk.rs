@@ -420,7 +420,7 @@ impl VolatileDisk {
 
 /// Aborts FUSE connection `connection` (`/sys/fs/fuse/connections/<id>/abort`, mounting the
 /// control file system there first if it is not): every pending and later request on it fails
-/// at once. For a test that timed out: see `Cleanup::emergency` in `durability.rs`.
+/// at once. For a test that timed out: see `Cleanup::emergency` in `main.rs`.
 pub fn abort_connection(connection: u32) {
     let ctl = Path::new("/sys/fs/fuse/connections");
     let mounted = std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {

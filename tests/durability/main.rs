@@ -54,6 +54,7 @@ use actormq_core::store::mapped_file::Warm;
 use actormq_core::store::mapped_file_queue::MappedFileQueue;
 use actormq_core::QueueOffset;
 
+#[path = "../common/mod.rs"]
 mod common;
 mod volatile_disk;
 use common::{pull_request, send_request, wait_caught_up};
