@@ -21,38 +21,18 @@ use std::time::Duration;
 use actormq_core::format::msg_id::offset_msg_id;
 use actormq_core::format::properties;
 use actormq_core::format::record::{self, Check};
-use actormq_core::protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use common::*;
 
 /// A consumer heartbeat for `group`, announcing `MQVersion` ordinal `version`.
 async fn heartbeat(c: &mut FakeClient, client_id: &str, group: &str, topic: &str, version: i32) {
-    let data = HeartbeatData {
-        client_id: client_id.into(),
-        consumer_data_set: vec![ConsumerData {
-            group_name: group.into(),
-            subscription_data_set: vec![SubscriptionData {
-                topic: topic.into(),
-                sub_string: "*".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let data = consumer_heartbeat(client_id, group, topic);
     let mut cmd =
         RemotingCommand::new_request(rq::HEART_BEAT).with_body(serde_json::to_vec(&data).unwrap());
     cmd.version = version;
     let r = c.request(cmd).await;
     assert_eq!(r.code, rc::SUCCESS, "heartbeat: {:?}", r.remark);
-}
-
-/// A SEND to queue 0 of `topic` (a one-queue topic if new) with `props` as its properties.
-fn send(topic: &str, props: &str, body: &str) -> RemotingCommand {
-    send_request("P", topic, 0, body)
-        .with_ext("defaultTopicQueueNums", "1")
-        .with_ext("properties", props)
 }
 
 fn reset(topic: &str, group: &str, timestamp: i64) -> RemotingCommand {
@@ -63,32 +43,11 @@ fn reset(topic: &str, group: &str, timestamp: i64) -> RemotingCommand {
         .with_ext("isForce", "false")
 }
 
-fn commit(group: &str, topic: &str, offset: i64) -> RemotingCommand {
-    RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-        .with_ext("consumerGroup", group)
-        .with_ext("topic", topic)
-        .with_ext("queueId", "0")
-        .with_ext("commitOffset", offset.to_string())
-}
-
-fn query_offset(group: &str, topic: &str) -> RemotingCommand {
-    RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-        .with_ext("consumerGroup", group)
-        .with_ext("topic", topic)
-        .with_ext("queueId", "0")
-}
-
 /// Waits (bounded) until consumers can see `n` messages in `topic` queue 0: a SEND is answered
 /// before its ConsumeQueue unit is written, and a pull or reset reads the queue.
 async fn dispatched(c: &mut FakeClient, topic: &str, n: i64) {
     for _ in 0..1000 {
-        let r = c
-            .request(
-                RemotingCommand::new_request(rq::GET_MAX_OFFSET)
-                    .with_ext("topic", topic)
-                    .with_ext("queueId", "0"),
-            )
-            .await;
+        let r = c.request(max_offset_request(topic, 0)).await;
         if r.ext("offset").and_then(|o| o.parse::<i64>().ok()) >= Some(n) {
             return;
         }
@@ -155,13 +114,13 @@ fn reset_offset_answers_as_broker2client_does() {
         let r = c.request(create_topic(&topic, 1)).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         for i in 0..3 {
-            let r = c.request(send(&topic, "", &format!("m{i}"))).await;
+            let r = c.request(send_one_queue(&topic, "", format!("m{i}"))).await;
             assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         }
         dispatched(&mut c, &topic, 3).await;
         // A group known only by its offsets (as cloneGroupOffset leaves one).
         let group = unique("GReset");
-        let r = c.request(commit(&group, &topic, 3)).await;
+        let r = c.request(commit_offset_request(&group, &topic, 0, 3)).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
 
         let r = c.request(reset("NoSuchTopic", &group, 0)).await;
@@ -186,7 +145,7 @@ fn reset_offset_answers_as_broker2client_does() {
                 "Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: 0"
             ))
         );
-        let r = c.request(query_offset(&group, &topic)).await;
+        let r = c.request(query_offset_request(&group, &topic, 0)).await;
         assert_eq!(r.ext("offset"), Some("3"));
 
         // A consumer older than V3_0_7_SNAPSHOT cannot take the push.
@@ -236,7 +195,7 @@ fn a_pull_past_the_end_stores_an_offset_moved_event() {
         let topic = unique("TMoved");
         let r = c.request(create_topic(&topic, 1)).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
-        let r = c.request(send(&topic, "", "only")).await;
+        let r = c.request(send_one_queue(&topic, "", "only")).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         dispatched(&mut c, &topic, 1).await;
         let r = c.request(pull_request("GMoved", &topic, 0, 7)).await;
@@ -277,7 +236,7 @@ fn send_back_stores_java_s_properties_in_dlq_and_retry() {
         let props = format!("KEYS\u{1}k1\u{2}UNIQ_KEY\u{1}{uniq}\u{2}WAIT\u{1}true\u{2}TAGS\u{1}T");
         let mut offsets = Vec::new();
         for body in ["dead", "retry"] {
-            let r = c.request(send(&topic, &props, body)).await;
+            let r = c.request(send_one_queue(&topic, &props, body)).await;
             assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
             let id = r.ext("msgId").expect("msgId").to_string();
             let (_, phy) = actormq_core::format::msg_id::decode_offset_msg_id(&id).unwrap();
@@ -359,7 +318,7 @@ fn a_send_is_stored_without_wait_whatever_its_value_unless_delayed() {
         };
         for (i, wait) in ["false", "TRUE"].into_iter().enumerate() {
             let props = format!("WAIT\u{1}{wait}\u{2}TAGS\u{1}T");
-            let r = c.request(send(&topic, &props, "body")).await;
+            let r = c.request(send_one_queue(&topic, &props, "body")).await;
             assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
             let got = pull_one(&mut c, &topic, i as i64).await;
             let want = map(&[("TAGS", "T"), ("CLUSTER", "DefaultCluster")]);
@@ -369,7 +328,7 @@ fn a_send_is_stored_without_wait_whatever_its_value_unless_delayed() {
         // Delayed: CommitLog re-encodes the map the processor put WAIT back into, and the
         // delivery writes the stored string.
         let props = "WAIT\u{1}false\u{2}DELAY\u{1}1\u{2}TAGS\u{1}D";
-        let r = c.request(send(&topic, props, "late")).await;
+        let r = c.request(send_one_queue(&topic, props, "late")).await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         let got = pull_one(&mut c, &topic, 2).await;
         let want = map(&[

@@ -57,7 +57,10 @@ use actormq_core::QueueOffset;
 #[path = "../common/mod.rs"]
 mod common;
 mod volatile_disk;
-use common::{pull_request, send_request, wait_caught_up};
+use common::{
+    commit_offset_request, create_topic, describe_reply as describe, max_offset_request,
+    pull_request, query_offset_request, records, send_request, wait_caught_up,
+};
 use volatile_disk::{CacheLoss, Fate, VolatileDisk};
 
 /// `mappedFileSizeCommitLog` of every test: small, so a test crosses file boundaries.
@@ -568,22 +571,9 @@ fn send_delayed_request(
         .with_ext("properties", properties)
 }
 
-fn max_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
-    RemotingCommand::new_request(rq::GET_MAX_OFFSET)
-        .with_ext("topic", topic)
-        .with_ext("queueId", queue_id.to_string())
-}
-
 /// PULL_MESSAGE of the checker ([`pull_request`], from tests/common): nothing committed.
 fn checker_pull(topic: &str, queue_id: i32, offset: u64) -> RemotingCommand {
     pull_request("durability-checker", topic, queue_id, offset as i64)
-}
-
-fn describe(r: &RemotingCommand) -> String {
-    format!(
-        "code {} remark {:?} ext {:?}",
-        r.code, r.remark, r.ext_fields
-    )
 }
 
 /// A message key names its sender and sequence number and ends with `-L<filler length>`; the body
@@ -976,34 +966,27 @@ async fn read_queue(client: &RemotingClient, q: i32, at_least: u64) -> Vec<Pulle
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         }
-        let mut pos = 0;
-        while pos < r.body.len() {
-            match record::check(&r.body[pos..], true) {
-                Ok(Check::Record(rec)) => {
-                    assert_eq!(
-                        (rec.topic, rec.queue_id, rec.queue_offset),
-                        (TOPIC, q, offset as i64),
-                        "pulled record at q{q} offset {offset}: wrong topic/queue/offset (a gap or \
-                         a duplicate offset)"
-                    );
-                    let k = key_of(rec.body)
-                        .unwrap_or_else(|| panic!("q{q}@{offset}: body without a key"))
-                        .to_string();
-                    assert_eq!(
-                        rec.body,
-                        &body_of(&k)[..],
-                        "q{q}@{offset} {k}: body damaged"
-                    );
-                    out.push(Pulled {
-                        offset,
-                        key: k,
-                        msg_id: rec.offset_msg_id(),
-                    });
-                    offset += 1;
-                    pos += rec.total_size as usize;
-                }
-                other => panic!("q{q}: pulled body at byte {pos} is not a record: {other:?}"),
-            }
+        for rec in records(&r.body, true) {
+            assert_eq!(
+                (rec.topic, rec.queue_id, rec.queue_offset),
+                (TOPIC, q, offset as i64),
+                "pulled record at q{q} offset {offset}: wrong topic/queue/offset (a gap or a \
+                 duplicate offset)"
+            );
+            let k = key_of(rec.body)
+                .unwrap_or_else(|| panic!("q{q}@{offset}: body without a key"))
+                .to_string();
+            assert_eq!(
+                rec.body,
+                &body_of(&k)[..],
+                "q{q}@{offset} {k}: body damaged"
+            );
+            out.push(Pulled {
+                offset,
+                key: k,
+                msg_id: rec.offset_msg_id(),
+            });
+            offset += 1;
         }
         let next: u64 = r
             .ext("nextBeginOffset")
@@ -2091,13 +2074,7 @@ async fn topic_queues_and_offset(addr: &str, topic: &str, group: &str) -> (Strin
         false => format!("{}/{}", t["readQueueNums"], t["writeQueueNums"]),
     };
     let r = client
-        .invoke(
-            RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-                .with_ext("consumerGroup", group)
-                .with_ext("topic", topic)
-                .with_ext("queueId", "3"),
-            RPC_TIMEOUT,
-        )
+        .invoke(query_offset_request(group, topic, 3), RPC_TIMEOUT)
         .await
         .expect("QUERY_CONSUMER_OFFSET answered");
     let offset = match r.code {
@@ -2127,20 +2104,10 @@ fn damaged_config_files_fall_back_to_their_backups() {
             let client = RemotingClient::connect(&broker.addr)
                 .await
                 .expect("connect");
-            let create = RemotingCommand::new_request(rq::UPDATE_AND_CREATE_TOPIC)
-                .with_ext("topic", topic)
-                .with_ext("defaultTopic", "TBW102")
-                .with_ext("readQueueNums", "8")
-                .with_ext("writeQueueNums", "8")
-                .with_ext("perm", "6")
-                .with_ext("topicFilterType", "SINGLE_TAG");
+            let create = create_topic(topic, 8);
             let r = client.invoke(create, RPC_TIMEOUT).await.expect("create");
             assert_eq!(r.code, rc::SUCCESS, "create {topic}: {}", describe(&r));
-            let commit = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-                .with_ext("consumerGroup", group)
-                .with_ext("topic", topic)
-                .with_ext("queueId", "3")
-                .with_ext("commitOffset", "42");
+            let commit = commit_offset_request(group, topic, 3, 42);
             let r = client.invoke(commit, RPC_TIMEOUT).await.expect("commit");
             assert_eq!(r.code, rc::SUCCESS, "commit offset: {}", describe(&r));
         });
@@ -4624,17 +4591,12 @@ fn retention_keeps_a_broker_on_a_small_disk_writable_and_consumers_move_to_the_m
                     .await
                     .expect("PULL answered");
                 assert_eq!(r.code, rc::SUCCESS, "PULL at {offset}: {}", describe(&r));
-                let mut pos = 0;
-                while pos < r.body.len() {
-                    let Ok(Check::Record(rec)) = record::check(&r.body[pos..], true) else {
-                        panic!("PULL at {offset}: not a record at byte {pos}");
-                    };
+                for rec in records(&r.body, true) {
                     let k = key_of(rec.body).expect("keyed body");
                     assert_eq!(rec.queue_offset as u64, offset);
                     assert_eq!(ledger.slots.get(&(0, offset)).map(String::as_str), Some(k));
                     assert_eq!(rec.body, &body_of(k)[..], "{k}: body damaged");
                     offset += 1;
-                    pos += rec.total_size as usize;
                 }
             }
             // What an operator reads as the store's size follows the deletions (T10: to within

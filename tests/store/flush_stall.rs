@@ -13,30 +13,15 @@ use std::time::Duration;
 
 use actormq::store::{Store, StoreParams};
 use actormq_core::clock::SystemClock;
-use actormq_core::format::properties;
-use actormq_core::format::record::{self, body_crc, Check, NewMessage};
+use actormq_core::format::properties::keys;
+use actormq_core::format::record::{self, Check, NewMessage};
 use actormq_core::offset::QueueOffset;
 use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
 use actormq_core::store::status::PutStatus;
-use bytes::Bytes;
 
+/// A message to queue 0 of `Stall` whose producer waits for the flush (WAIT=true).
 fn msg(body: &str) -> NewMessage {
-    let body = Bytes::copy_from_slice(body.as_bytes());
-    NewMessage {
-        topic: "Stall".into(),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 0,
-        born_host: "127.0.0.1:40000".parse().unwrap(),
-        store_host: "127.0.0.1:10911".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_tx_offset: 0,
-        body_crc: body_crc(&body),
-        body,
-        properties: properties::encode(&[(properties::keys::WAIT, "true")]),
-        wait_store_msg_ok: true,
-    }
+    crate::common::store::msg("Stall", 0, body.as_bytes(), &[(keys::WAIT, "true")])
 }
 
 #[actix::test]

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use actormq::store::{PreviousRun, Store, StoreParams};
 use actormq_core::clock::ManualClock;
-use actormq_core::format::properties::{self, keys};
-use actormq_core::format::record::{body_crc, NewMessage};
-use bytes::Bytes;
+use actormq_core::format::properties::keys;
+use actormq_core::format::record::NewMessage;
+
+use crate::common::store::{keys_not_found, msg};
 
 const FILE: u64 = 1 << 20;
 
@@ -23,23 +24,14 @@ fn params(root: &Path) -> StoreParams {
     p
 }
 
+/// Message `i` of `Rebuild`: 30 KB, with the key `k{i}`.
 fn keyed(i: u32) -> NewMessage {
-    let body = Bytes::from(vec![(i % 251) as u8 | 1; 30_000]);
-    NewMessage {
-        topic: "Rebuild".into(),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 0,
-        born_host: "127.0.0.1:40000".parse().unwrap(),
-        store_host: "127.0.0.1:10911".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_tx_offset: 0,
-        body_crc: body_crc(&body),
-        body,
-        properties: properties::encode(&[(keys::KEYS, &format!("k{i}"))]),
-        wait_store_msg_ok: true,
-    }
+    msg(
+        "Rebuild",
+        0,
+        &[(i % 251) as u8 | 1; 30_000],
+        &[(keys::KEYS, &format!("k{i}"))],
+    )
 }
 
 #[actix::test]
@@ -48,18 +40,6 @@ async fn a_start_stopped_after_removing_index_files_is_followed_by_one_that_rebu
     let _exclusive = crate::exclusive().await;
     cut_commit_log().await;
     damaged_index_file().await;
-}
-
-/// Which of the keys `k0`..`k{n-1}` the index does not find.
-fn keys_not_found(store: &Store, n: u32) -> Vec<u32> {
-    let idx = store.index().expect("index enabled");
-    (0..n)
-        .filter(|i| {
-            idx.query("Rebuild", &format!("k{i}"), 4, 0, i64::MAX)
-                .phy_offsets
-                .is_empty()
-        })
-        .collect()
 }
 
 /// Damages the header of index file `file` (beginTimestamp), then starts the store and stops
@@ -108,7 +88,7 @@ async fn damaged_index_file() {
     let store = Store::open(params(dir.path()), Arc::new(clock.clone()))
         .await
         .unwrap();
-    assert_eq!(keys_not_found(&store, 450), Vec::<u32>::new());
+    assert_eq!(keys_not_found(&store, "Rebuild", 450), Vec::<u32>::new());
     assert!(
         !dir.path().join("index.rebuild").exists(),
         "the marker goes once the rebuild is done"
@@ -127,7 +107,7 @@ async fn damaged_index_file() {
     )
     .await
     .unwrap();
-    assert_eq!(keys_not_found(&store, 450), Vec::<u32>::new());
+    assert_eq!(keys_not_found(&store, "Rebuild", 450), Vec::<u32>::new());
     store.shutdown().await.unwrap();
 }
 
@@ -154,17 +134,7 @@ async fn cut_commit_log() {
     // A power loss took everything from message 380 on: the second index file, kept by its
     // checkpointed end time, names records past the end.
     let cut = at[380];
-    for e in std::fs::read_dir(dir.path().join("commitlog")).unwrap() {
-        let path = e.unwrap().path();
-        let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
-        if start > cut {
-            std::fs::remove_file(&path).unwrap();
-        } else if start + FILE > cut {
-            let mut b = std::fs::read(&path).unwrap();
-            b[(cut - start) as usize..].fill(0);
-            std::fs::write(&path, &b).unwrap();
-        }
-    }
+    crate::common::store::cut_commit_log(dir.path(), cut, FILE);
     fail::cfg("recovery-index-cut", "return").unwrap();
     let err = Store::open_with(
         params(dir.path()),
@@ -198,7 +168,7 @@ async fn cut_commit_log() {
             .await
     );
     assert_eq!(
-        keys_not_found(&store, 450),
+        keys_not_found(&store, "Rebuild", 450),
         (380..450).collect::<Vec<u32>>()
     );
     store.shutdown().await.unwrap();

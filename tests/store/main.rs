@@ -15,6 +15,8 @@
 //! others run in parallel as before, an exclusive one runs alone. A test's guard is dropped at
 //! its end, when it fails too (a tokio lock has no poisoning).
 
+#[path = "../common/mod.rs"]
+mod common;
 mod flush_stall;
 mod interrupted_rebuild;
 mod open_failure;

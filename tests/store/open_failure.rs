@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use actormq::store::{PreviousRun, Store, StoreParams};
 use actormq_core::clock::SystemClock;
-use actormq_core::format::properties;
-use actormq_core::format::record::{body_crc, NewMessage};
-use bytes::Bytes;
+use actormq_core::format::properties::keys;
+
+use crate::common::store::msg;
 
 /// Threads named after the actors that run during recovery's re-dispatch.
 fn dispatch_threads() -> usize {
@@ -35,22 +35,7 @@ async fn an_open_failing_during_recovery_stops_the_actors_it_started() {
             .await
             .unwrap();
         for i in 0..50u32 {
-            let body = Bytes::from(vec![1u8; 500]);
-            let m = NewMessage {
-                topic: "Fail".into(),
-                queue_id: 0,
-                flag: 0,
-                sys_flag: 0,
-                born_timestamp: 0,
-                born_host: "127.0.0.1:40000".parse().unwrap(),
-                store_host: "127.0.0.1:10911".parse().unwrap(),
-                reconsume_times: 0,
-                prepared_tx_offset: 0,
-                body_crc: body_crc(&body),
-                body,
-                properties: properties::encode(&[(properties::keys::KEYS, &format!("k{i}"))]),
-                wait_store_msg_ok: true,
-            };
+            let m = msg("Fail", 0, &[1u8; 500], &[(keys::KEYS, &format!("k{i}"))]);
             store.put(m).await.unwrap();
         }
         store.shutdown().await.unwrap();

@@ -15,32 +15,16 @@ use actormq_core::clock::SystemClock;
 use actormq_core::format::record::NewMessage;
 use actormq_core::offset::QueueOffset;
 use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
-use bytes::Bytes;
 
+use crate::common::until;
+
+/// Message `i` of `Ret`: 1 KB.
 fn msg(i: u32) -> NewMessage {
-    let body = Bytes::from(format!("{i:04}").repeat(256));
-    let (born, store) = ("127.0.0.1:40000", "127.0.0.1:10911");
-    NewMessage::new(
-        "Ret",
-        0,
-        body,
-        String::new(),
-        0,
-        born.parse().unwrap(),
-        store.parse().unwrap(),
-    )
+    crate::common::store::msg("Ret", 0, format!("{i:04}").repeat(256).as_bytes(), &[])
 }
 
-/// Polls `cond` every millisecond for at most 30 s.
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..30_000 {
-        if cond() {
-            return;
-        }
-        actix_rt::time::sleep(Duration::from_millis(1)).await;
-    }
-    panic!("{what}: not reached within 30 s");
-}
+/// How long the store's progress may take in [`until`].
+const UNTIL: Duration = Duration::from_secs(30);
 
 #[actix::test]
 async fn a_consume_queue_write_error_leaves_retention_deleting_what_its_units_cover() {
@@ -72,7 +56,7 @@ async fn a_consume_queue_write_error_leaves_retention_deleting_what_its_units_co
             .wait_dispatched(store.max_offset(), Duration::from_secs(30))
             .await
     );
-    until("the units on disk", || durable() >= first_end).await;
+    until("the units on disk", UNTIL, || durable() >= first_end).await;
 
     // From here every ConsumeQueue flush fails; three more files' worth of messages.
     fail::cfg("consume-queue-flush", "return").unwrap();
@@ -82,7 +66,10 @@ async fn a_consume_queue_write_error_leaves_retention_deleting_what_its_units_co
     }
     let end = store.max_offset();
     assert!(store.wait_dispatched(end, Duration::from_secs(30)).await);
-    until("the CommitLog flushed", || store.flushed_offset() >= end).await;
+    until("the CommitLog flushed", UNTIL, || {
+        store.flushed_offset() >= end
+    })
+    .await;
     let frozen = durable();
     assert!(
         (first_end..end.0).contains(&frozen),

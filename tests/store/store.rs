@@ -5,7 +5,6 @@
 //!
 //! Deterministic: temp dirs, an injected clock, bounded waits (no sleeps to "let things happen").
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,83 +13,17 @@ use actormq::store::{PreviousRun, Store, StoreParams};
 use actormq_core::clock::{Clock, ManualClock};
 use actormq_core::format::java::java_string_hash;
 use actormq_core::format::properties::{self, keys};
-use actormq_core::format::record::{self, body_crc, Check, NewMessage};
+use actormq_core::format::record::{self, Check, NewMessage};
 use actormq_core::offset::{PhyOffset, QueueOffset};
 use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
 use actormq_core::store::schedule::SCHEDULE_TOPIC;
 use actormq_core::store::status::PutStatus;
-use bytes::Bytes;
 
-const T0: i64 = 1_700_000_000_000;
+use crate::common::store::{all, cut_commit_log, keys_not_found, msg, open, settle, T0};
+use crate::common::until;
 
-fn host() -> SocketAddr {
-    "127.0.0.1:10911".parse().unwrap()
-}
-
-fn msg(topic: &str, queue_id: i32, body: &[u8], props: &[(&str, &str)]) -> NewMessage {
-    let body = Bytes::copy_from_slice(body);
-    // As the broker's SEND path hands it over: the producer's WAIT decides whether the append
-    // waits for the flush, and is not stored (4.9.4 removes it whatever its value).
-    let wait = properties::wait_store_msg_ok(&properties::encode(props));
-    let stored: Vec<(&str, &str)> = props
-        .iter()
-        .copied()
-        .filter(|(k, _)| *k != keys::WAIT)
-        .collect();
-    NewMessage {
-        topic: topic.to_string(),
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: T0,
-        born_host: "127.0.0.1:40000".parse().unwrap(),
-        store_host: host(),
-        reconsume_times: 0,
-        prepared_tx_offset: 0,
-        body_crc: body_crc(&body),
-        body,
-        properties: properties::encode(&stored),
-        wait_store_msg_ok: wait,
-    }
-}
-
-async fn open(root: &Path, clock: &ManualClock, tweak: impl FnOnce(&mut StoreParams)) -> Store {
-    let mut p = StoreParams::for_tests(root);
-    tweak(&mut p);
-    Store::open(p, Arc::new(clock.clone()))
-        .await
-        .expect("store opens")
-}
-
-async fn settle(store: &Store) {
-    assert!(
-        store
-            .wait_dispatched(store.max_offset(), Duration::from_secs(60))
-            .await,
-        "dispatch caught up"
-    );
-}
-
-fn all(store: &Store, topic: &str, q: i32) -> Vec<(QueueOffset, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut off = QueueOffset(0);
-    loop {
-        let r = store
-            .reader()
-            .get_messages(topic, q, off, GetLimits::default(), &TagFilter::all());
-        if r.status != GetStatus::Found {
-            break;
-        }
-        for (m, o) in r.messages.iter().zip(&r.queue_offsets) {
-            match record::check(m.as_bytes(), true).unwrap() {
-                Check::Record(rec) => out.push((*o, rec.body.to_vec())),
-                Check::Blank { .. } => panic!("blank served as a message"),
-            }
-        }
-        off = r.next_begin_offset;
-    }
-    out
-}
+/// How long a store's progress may take in [`until`].
+const UNTIL: Duration = Duration::from_secs(10);
 
 /// Many tasks of one thread appending through a `PutCoalescer` (one `AppendBatch` per turn, at
 /// most 512 messages per writer message): each gets the result of its own message — whose queue
@@ -1795,18 +1728,6 @@ async fn recovery_keeps_a_record_whose_properties_are_not_utf8() {
     }
 }
 
-/// Which of the keys `k0`..`k{n-1}` of `topic` the index does not find.
-fn keys_not_found(store: &Store, topic: &str, n: u32) -> Vec<u32> {
-    let idx = store.index().expect("index enabled");
-    (0..n)
-        .filter(|i| {
-            idx.query(topic, &format!("k{i}"), 4, 0, i64::MAX)
-                .phy_offsets
-                .is_empty()
-        })
-        .collect()
-}
-
 /// messageIndexSafe: the checkpoint's index time names only *full* index files, as RocketMQ's
 /// `IndexService.flush` does — a clean stop must not raise it to the end of the file still being
 /// filled. Otherwise, after the next start appends to that file and crashes, abnormal recovery
@@ -1966,18 +1887,7 @@ async fn index_files_that_name_records_past_the_recovered_end_are_rebuilt() {
     // end time checkpointed) survives with entries past the cut.
     let cut = at[70];
     let file_size = 64u64 << 10;
-    let cl = dir.path().join("commitlog");
-    for e in std::fs::read_dir(&cl).unwrap() {
-        let path = e.unwrap().path();
-        let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
-        if start > cut {
-            std::fs::remove_file(&path).unwrap();
-        } else if start + file_size > cut {
-            let mut b = std::fs::read(&path).unwrap();
-            b[(cut - start) as usize..].fill(0);
-            std::fs::write(&path, &b).unwrap();
-        }
-    }
+    cut_commit_log(dir.path(), cut, file_size);
     let mut p = StoreParams::for_tests(dir.path());
     tweak(&mut p);
     let store = Store::open_with(p, Arc::new(clock.clone()), None, PreviousRun::Crashed)
@@ -2569,10 +2479,14 @@ async fn the_async_flusher_runs_below_the_request_path() {
         .unwrap();
     // Polled: other tests in this process may be starting stores whose flushers have not yet
     // lowered themselves.
-    until("every flusher thread runs 10 nice steps down", || {
-        let flushers = nice_of("commitlog_flush");
-        !flushers.is_empty() && flushers.iter().all(|&n| n == (me + 10).min(19))
-    })
+    until(
+        "every flusher thread runs 10 nice steps down",
+        UNTIL,
+        || {
+            let flushers = nice_of("commitlog_flush");
+            !flushers.is_empty() && flushers.iter().all(|&n| n == (me + 10).min(19))
+        },
+    )
     .await;
     let writers = nice_of("commitlog_write");
     assert!(
@@ -2580,17 +2494,6 @@ async fn the_async_flusher_runs_below_the_request_path() {
         "{writers:?}"
     );
     store.shutdown().await.unwrap();
-}
-
-/// Bounded poll for a position another actor moves on its own thread.
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..10_000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    panic!("{what}: not reached within 10 s");
 }
 
 #[actix::test]
@@ -2615,9 +2518,11 @@ async fn an_untimed_flusher_is_woken_by_appends() {
             .put(msg("Untimed", 0, &[b'u'; 5000], &[]))
             .await
             .unwrap();
-        until(&format!("buffered={buffered}: flushed by a wake"), || {
-            store.flushed_offset() >= ok.end_offset()
-        })
+        until(
+            &format!("buffered={buffered}: flushed by a wake"),
+            UNTIL,
+            || store.flushed_offset() >= ok.end_offset(),
+        )
         .await;
         store.shutdown().await.unwrap();
     }
@@ -2905,7 +2810,10 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
     }
     settle(&store).await;
     let end = store.max_offset();
-    until("everything flushed", || store.flushed_offset() >= end).await;
+    until("everything flushed", UNTIL, || {
+        store.flushed_offset() >= end
+    })
+    .await;
     let files = end.0.div_ceil(file);
     assert!(files >= 5, "{files} CommitLog files");
 
@@ -3032,7 +2940,10 @@ async fn a_search_by_time_skips_units_whose_messages_retention_deleted() {
     }
     settle(&store).await;
     let end = store.max_offset();
-    until("everything flushed", || store.flushed_offset() >= end).await;
+    until("everything flushed", UNTIL, || {
+        store.flushed_offset() >= end
+    })
+    .await;
     let round = {
         let store = store.clone();
         actix_rt::spawn(async move { store.clean_now().await })
@@ -3040,7 +2951,7 @@ async fn a_search_by_time_skips_units_whose_messages_retention_deleted() {
     // Every CommitLog file but the last goes (the round deletes them without a pause).
     let min = (end.0.div_ceil(file) - 1) * file;
     assert!(min >= 3 * file, "{min}");
-    until("CommitLog files deleted", || {
+    until("CommitLog files deleted", UNTIL, || {
         store.reader().commit_log().min_offset() == min
     })
     .await;
@@ -3089,7 +3000,10 @@ async fn a_stop_cuts_a_paused_retention_round_short_and_the_next_start_finishes_
     }
     settle(&store).await;
     let end = store.max_offset();
-    until("everything flushed", || store.flushed_offset() >= end).await;
+    until("everything flushed", UNTIL, || {
+        store.flushed_offset() >= end
+    })
+    .await;
     let min = (end.0.div_ceil(file) - 1) * file;
     for (q, off, phy) in &phys {
         if phy.0 >= min && first_kept[*q as usize].is_none() {
@@ -3098,7 +3012,7 @@ async fn a_stop_cuts_a_paused_retention_round_short_and_the_next_start_finishes_
     }
     let cq_file = |q: i32| dir.path().join(format!("consumequeue/Ret/{q}/{:020}", 0));
     let (round, ()) = tokio::join!(store.clean_now(), async {
-        until("queue 0's first ConsumeQueue file deleted", || {
+        until("queue 0's first ConsumeQueue file deleted", UNTIL, || {
             !cq_file(0).exists()
         })
         .await;
@@ -3216,7 +3130,10 @@ async fn delayed_delivery_goes_on_after_retention_deleted_the_levels_oldest_unit
     }
     settle(&store).await;
     let end = store.max_offset();
-    until("everything flushed", || store.flushed_offset() >= end).await;
+    until("everything flushed", UNTIL, || {
+        store.flushed_offset() >= end
+    })
+    .await;
     let r = store.clean_now().await.unwrap();
     assert!(r.commit_log_files >= 4, "{r:?}");
     let sq = store
@@ -3241,9 +3158,11 @@ async fn delayed_delivery_goes_on_after_retention_deleted_the_levels_oldest_unit
         .unwrap();
     settle(&store).await;
     clock.advance_ms(1_000);
-    until("the message delayed after the round is delivered", || {
-        store.reader().max_offset("Late", 0) >= QueueOffset(1)
-    })
+    until(
+        "the message delayed after the round is delivered",
+        UNTIL,
+        || store.reader().max_offset("Late", 0) >= QueueOffset(1),
+    )
     .await;
     let got = from_min(&store, "Late", 0);
     assert_eq!(

@@ -403,19 +403,8 @@ fn every_admin_command_against_a_running_broker() {
         // no lag; a second group, given an offset of 1 on queue 0 only, lags by N - 1.
         let idle = unique("AdminIdle");
         ok(&ns, &["updateSubGroup", "-g", &idle, "-b", &addr]).await;
+        commit_offset(&addr, &idle, &topic, 0, 1).await;
         let raw = RemotingClient::connect(&addr).await.expect("connect");
-        let r = raw
-            .invoke(
-                RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-                    .with_ext("consumerGroup", &idle)
-                    .with_ext("topic", &topic)
-                    .with_ext("queueId", "0")
-                    .with_ext("commitOffset", "1"),
-                Duration::from_secs(5),
-            )
-            .await
-            .expect("UPDATE_CONSUMER_OFFSET answered");
-        assert_eq!(r.code, rc::SUCCESS);
         let stats = json(&ns, &["brokerConsumeStats", "-b", &addr]).await;
         assert_eq!(stats["diffTotal"], N as i64 - 1, "{stats}");
         let rows = |g: &str| -> Value {
@@ -655,11 +644,7 @@ async fn commit_offset(addr: &str, group: &str, topic: &str, queue: i32, offset:
     let raw = RemotingClient::connect(addr).await.expect("connect");
     let r = raw
         .invoke(
-            RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-                .with_ext("consumerGroup", group)
-                .with_ext("topic", topic)
-                .with_ext("queueId", queue.to_string())
-                .with_ext("commitOffset", offset.to_string()),
+            commit_offset_request(group, topic, queue, offset),
             Duration::from_secs(5),
         )
         .await

@@ -20,7 +20,7 @@ use std::time::Duration;
 use crate::common::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::format::properties;
-use actormq_core::protocol::body::{ConsumerData, HeartbeatData, ProducerData, SubscriptionData};
+use actormq_core::protocol::body::{HeartbeatData, ProducerData};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{SendHeaderNames, SendMessageRequestHeader};
@@ -31,22 +31,6 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 async fn invoke(c: &RemotingClient, cmd: RemotingCommand) -> RemotingCommand {
     c.invoke(cmd, LIMIT).await.expect("a response")
-}
-
-fn consumer_heartbeat(client_id: &str, group: &str, topic: &str) -> HeartbeatData {
-    HeartbeatData {
-        client_id: client_id.into(),
-        consumer_data_set: vec![ConsumerData {
-            group_name: group.into(),
-            subscription_data_set: vec![SubscriptionData {
-                topic: topic.into(),
-                sub_string: "*".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    }
 }
 
 fn send_header(topic: &str, queue_id: i32, properties: &str) -> SendMessageRequestHeader {
@@ -108,10 +92,8 @@ fn store_admin_codes_answer_as_rocketmq() {
         // Answered only once the name server has the topic (as 4.9.4's updateAndCreateTopic
         // after registerIncrementBrokerData): a route asked for right away finds it.
         let ns = RemotingClient::connect(&b.namesrv_addr).await.unwrap();
-        let route =
-            RemotingCommand::new_request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic);
         assert_eq!(
-            invoke(&ns, route).await.code,
+            invoke(&ns, route_request(topic)).await.code,
             rc::SUCCESS,
             "route right after create"
         );
@@ -200,18 +182,9 @@ fn store_admin_codes_answer_as_rocketmq() {
         )
         .await;
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
-        let commit = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-            .with_ext("consumerGroup", group)
-            .with_ext("topic", topic)
-            .with_ext("queueId", "0")
-            .with_ext("commitOffset", "2");
+        let commit = commit_offset_request(group, topic, 0, 2);
         assert_eq!(invoke(&c, commit).await.code, rc::SUCCESS);
-        let query_offset = || {
-            RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-                .with_ext("consumerGroup", group)
-                .with_ext("topic", topic)
-                .with_ext("queueId", "0")
-        };
+        let query_offset = || query_offset_request(group, topic, 0);
         let r = invoke(&c, query_offset()).await;
         assert_eq!((r.code, r.ext("offset")), (rc::SUCCESS, Some("2")));
         let r = invoke(
@@ -857,12 +830,7 @@ fn a_oneway_commit_read_before_the_peer_closed_is_kept() {
             let create = create_topic(topic, 8);
             assert_eq!(invoke(&c, create).await.code, rc::SUCCESS);
             let commit = |group: &str, queue: i32| {
-                RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-                    .with_ext("consumerGroup", group)
-                    .with_ext("topic", topic)
-                    .with_ext("queueId", queue.to_string())
-                    .with_ext("commitOffset", "7")
-                    .with_oneway()
+                commit_offset_request(group, topic, queue, 7).with_oneway()
             };
             // Twenty consumers, each writing eight oneway commits and closing in the same breath.
             for g in 0..20 {
@@ -874,12 +842,7 @@ fn a_oneway_commit_read_before_the_peer_closed_is_kept() {
             }
             for g in 0..20 {
                 for q in 0..8 {
-                    let query = || {
-                        RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-                            .with_ext("consumerGroup", format!("OnewayGroup{g}"))
-                            .with_ext("topic", topic)
-                            .with_ext("queueId", q.to_string())
-                    };
+                    let query = || query_offset_request(&format!("OnewayGroup{g}"), topic, q);
                     // Carried out after the close, so asked until it is there (bounded).
                     let mut last = None;
                     for _ in 0..1000 {

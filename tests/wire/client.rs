@@ -587,12 +587,11 @@ fn delay_level_1_message_arrives_after_one_second() {
 async fn wait_offsets_committed(broker: &str, topic: &str, group: &str, queues: &[MessageQueue]) {
     let client = RemotingClient::connect(broker).await.expect("connect");
     let offset = |code: i32, q: i32| {
-        let mut cmd = RemotingCommand::new_request(code)
-            .with_ext("topic", topic)
-            .with_ext("queueId", q.to_string());
-        if code == rq::QUERY_CONSUMER_OFFSET {
-            cmd = cmd.with_ext("consumerGroup", group);
-        }
+        let cmd = if code == rq::QUERY_CONSUMER_OFFSET {
+            query_offset_request(group, topic, q)
+        } else {
+            max_offset_request(topic, q)
+        };
         let client = &client;
         async move {
             let r = client
@@ -1040,15 +1039,11 @@ fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue()
             .await
             .expect("connect");
         let send = |reconsume: i32, body: &str| {
-            raw_send("%RETRY%G1", "DELAY\u{1}4\u{2}", body.as_bytes())
+            send_one_queue("%RETRY%G1", "DELAY\u{1}4\u{2}", body.as_bytes())
                 .with_ext("reconsumeTimes", reconsume.to_string())
                 .with_ext("maxReconsumeTimes", "3")
         };
-        let max = |topic: &str| {
-            RemotingCommand::new_request(rq::GET_MAX_OFFSET)
-                .with_ext("topic", topic)
-                .with_ext("queueId", "0")
-        };
+        let max = |topic: &str| max_offset_request(topic, 0);
         let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
         let r = invoke(send(2, "retry")).await.expect("answered");
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
@@ -1106,18 +1101,15 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
                 .await
                 .expect("connect");
             let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
-            let query_queue = |topic: &str, queue: &str, zero: Option<&str>| {
-                let mut c = RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-                    .with_ext("consumerGroup", "NewGroup")
-                    .with_ext("topic", topic)
-                    .with_ext("queueId", queue);
+            let query_queue = |topic: &str, queue: i32, zero: Option<&str>| {
+                let mut c = query_offset_request("NewGroup", topic, queue);
                 if let Some(z) = zero {
                     c = c.with_ext("setZeroIfNotFound", z);
                 }
                 c
             };
             // No queue at all, whatever the memory ratio: 0.
-            let r = invoke(query_queue("Hist", "0", None))
+            let r = invoke(query_queue("Hist", 0, None))
                 .await
                 .expect("answered");
             assert_eq!(
@@ -1127,17 +1119,13 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
                 r.remark
             );
             for body in ["one", "two"] {
-                let send = raw_send("Hist", "", body.as_bytes());
+                let send = send_one_queue("Hist", "", body.as_bytes());
                 let r = invoke(send).await.expect("answered");
                 assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
             }
-            let query = |zero: Option<&str>| query_queue("Hist", "0", zero);
+            let query = |zero: Option<&str>| query_queue("Hist", 0, zero);
             // Dispatch makes the units visible shortly after the sends are answered.
-            let max = || {
-                RemotingCommand::new_request(rq::GET_MAX_OFFSET)
-                    .with_ext("topic", "Hist")
-                    .with_ext("queueId", "0")
-            };
+            let max = || max_offset_request("Hist", 0);
             for _ in 0..250 {
                 let r = invoke(max()).await.expect("answered");
                 if r.ext("offset") == Some("2") {
@@ -1157,7 +1145,7 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
                 "ratio {ratio}, setZeroIfNotFound=false"
             );
             // Another queue of the topic, never written to: 0.
-            let r = invoke(query_queue("Hist", "1", None))
+            let r = invoke(query_queue("Hist", 1, None))
                 .await
                 .expect("answered");
             assert_eq!(
@@ -1186,7 +1174,7 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
             .await
             .expect("connect");
         let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
-        let send = raw_send("Tags", "TAGS\u{1}TagB\u{2}", b"b");
+        let send = send_one_queue("Tags", "TAGS\u{1}TagB\u{2}", b"b");
         let r = invoke(send).await.expect("answered");
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         let heartbeat = |client_id: &str, tag: &str, version: i64| {
@@ -1234,17 +1222,9 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
             r.remark
         );
         // A negative committed offset is refused and not answered back.
-        let update = RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-            .with_ext("consumerGroup", "G2")
-            .with_ext("topic", "Tags")
-            .with_ext("queueId", "0")
-            .with_ext("commitOffset", "-2");
+        let update = commit_offset_request("G2", "Tags", 0, -2);
         assert_eq!(invoke(update).await.unwrap().code, rc::SYSTEM_ERROR);
-        let query = RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-            .with_ext("consumerGroup", "G2")
-            .with_ext("topic", "Tags")
-            .with_ext("queueId", "0");
-        let r = invoke(query).await.unwrap();
+        let r = invoke(query_offset_request("G2", "Tags", 0)).await.unwrap();
         assert_ne!(r.ext("offset"), Some("-2"), "{:?}", r.remark);
         stop_broker(b);
     });
@@ -1261,7 +1241,7 @@ fn a_group_switched_off_may_not_pull_and_a_negative_offset_is_moved_to_the_min()
             .await
             .expect("connect");
         let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
-        let send = raw_send("Gate", "", b"m");
+        let send = send_one_queue("Gate", "", b"m");
         assert_eq!(invoke(send).await.unwrap().code, rc::SUCCESS);
         let group = |enable: bool| {
             let body = format!(
@@ -1306,7 +1286,7 @@ fn broker_permission_changes_at_runtime_and_in_the_routes() {
         let ns = RemotingClient::connect(&b.namesrv_addr)
             .await
             .expect("connect");
-        let send = || raw_send("Drain", "", b"m");
+        let send = || send_one_queue("Drain", "", b"m");
         let t = Duration::from_secs(5);
         assert_eq!(broker.invoke(send(), t).await.unwrap().code, rc::SUCCESS);
         let set = |perm: &str| {
@@ -1314,14 +1294,7 @@ fn broker_permission_changes_at_runtime_and_in_the_routes() {
                 .with_body(format!("brokerPermission={perm}\n").into_bytes())
         };
         let route_perm = || async {
-            let r = ns
-                .invoke(
-                    RemotingCommand::new_request(rq::GET_ROUTEINFO_BY_TOPIC)
-                        .with_ext("topic", "Drain"),
-                    t,
-                )
-                .await
-                .unwrap();
+            let r = ns.invoke(route_request("Drain"), t).await.unwrap();
             let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
             v["queueDatas"][0]["perm"].as_i64()
         };
@@ -1367,7 +1340,7 @@ fn a_query_by_key_never_answers_another_topics_message() {
             } else {
                 "KEYS\u{1}other\u{2}"
             };
-            let send = raw_send(topic, keys, topic.as_bytes());
+            let send = send_one_queue(topic, keys, topic.as_bytes());
             assert_eq!(client.invoke(send, t).await.unwrap().code, rc::SUCCESS);
         }
         let query = |topic: &str| {
@@ -1400,13 +1373,6 @@ fn a_query_by_key_never_answers_another_topics_message() {
         assert_eq!(client.invoke(view, t).await.unwrap().code, rc::SYSTEM_ERROR);
         stop_broker(b);
     });
-}
-
-/// A SEND_MESSAGE (10) to queue 0 of `topic`, as a client sends it, for the wire tests above.
-fn raw_send(topic: &str, properties: &str, body: &[u8]) -> RemotingCommand {
-    send_request("P", topic, 0, body)
-        .with_ext("defaultTopicQueueNums", "1")
-        .with_ext("properties", properties)
 }
 
 /// A PULL_MESSAGE (11) of `group` from queue 0 of `topic` at offset 0, not suspended.

@@ -55,28 +55,16 @@ fn handled(page: &str, name: &str) -> f64 {
         .sum()
 }
 
-/// The text of `GET /metrics` (HTTP/1.1, `Connection: close`).
+/// The body of `GET /metrics` ([`metrics_page`]).
 async fn metrics_text(addr: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
-        .await
-        .expect("answered in time")
-        .expect("read");
-    String::from_utf8_lossy(&raw).into_owned()
+    metrics_page(addr, Duration::from_secs(10)).await.1
 }
 
 /// QUERY_CONSUMER_OFFSET of `group` for queue 0 of `topic`.
 async fn query_offset(client: &RemotingClient, group: &str, topic: &str) -> RemotingCommand {
     client
         .invoke(
-            RemotingCommand::new_request(rq::QUERY_CONSUMER_OFFSET)
-                .with_ext("consumerGroup", group)
-                .with_ext("topic", topic)
-                .with_ext("queueId", "0"),
+            query_offset_request(group, topic, 0),
             Duration::from_secs(5),
         )
         .await
@@ -153,11 +141,7 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
                 .expect("connect");
             let r = master_client
                 .invoke(
-                    RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-                        .with_ext("consumerGroup", group.as_str())
-                        .with_ext("topic", topic.as_str())
-                        .with_ext("queueId", "0")
-                        .with_ext("commitOffset", "7"),
+                    commit_offset_request(&group, &topic, 0, 7),
                     Duration::from_secs(5),
                 )
                 .await
@@ -194,16 +178,10 @@ fn a_slave_holds_every_message_a_sync_master_acknowledged() {
             // rule: a slave's offsets are its master's).
             let r = client
                 .invoke(
-                    RemotingCommand::new_request(rq::PULL_MESSAGE)
-                        .with_ext("consumerGroup", group.as_str())
-                        .with_ext("topic", topic.as_str())
-                        .with_ext("queueId", "0")
-                        .with_ext("queueOffset", "0")
+                    pull_request(&group, &topic, 0, 0)
                         .with_ext("maxMsgNums", "1")
                         .with_ext("sysFlag", "1")
-                        .with_ext("commitOffset", "3")
-                        .with_ext("suspendTimeoutMillis", "0")
-                        .with_ext("subVersion", "0"),
+                        .with_ext("commitOffset", "3"),
                     Duration::from_secs(5),
                 )
                 .await

@@ -23,14 +23,11 @@
 //! proves the broker's own registration link to the name server survived).
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actormq::broker::testing::TestBroker;
 use actormq::remoting::client::RemotingClient;
-use actormq_core::format::record::{self, Check};
 use actormq_core::protocol::body::{parse_java_json, TopicRouteData};
 use actormq_core::protocol::codec::{decode_frame, encode_frame, MAX_FRAME_BYTES};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
@@ -40,7 +37,10 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{pull_request, send_request};
+use crate::common::{
+    describe_reply as describe, eventually, max_offset_request, pull_request, records,
+    route_request, send_request, with_broker,
+};
 
 /// Hard upper bound of a whole test, broker start and clean stop included.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
@@ -73,73 +73,19 @@ struct Addrs {
     namesrv: String,
 }
 
-enum Phase {
-    Body(std::thread::Result<()>),
-    Stopped,
-}
-
-/// Runs `body` on its own thread and Tokio runtime against a fresh broker, and fails the test if
-/// the body has not finished within [`TEST_LIMIT`], or if the broker then does not stop cleanly
-/// (a connection that hangs the broker's shutdown is a bug too).
+/// Runs `body` against a fresh broker under [`TEST_LIMIT`], the broker's clean stop included
+/// ([`with_broker`]).
 fn run_bounded<F, Fut>(name: &'static str, body: F)
 where
     F: FnOnce(Addrs) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + 'static,
 {
-    let started = Instant::now();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let worker = std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let broker = match std::panic::catch_unwind(|| {
-                TestBroker::start(dir.path(), &[])
-                    .unwrap_or_else(|e| panic!("TestBroker::start failed: {e:#}"))
-            }) {
-                Ok(b) => b,
-                Err(p) => {
-                    let _ = tx.send(Phase::Body(Err(p)));
-                    return;
-                }
-            };
-            let addrs = Addrs {
-                broker: broker.broker_addr.clone(),
-                namesrv: broker.namesrv_addr.clone(),
-            };
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("test tokio runtime");
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(body(addrs))));
-            rt.shutdown_timeout(Duration::from_secs(5));
-            let failed = outcome.is_err();
-            let _ = tx.send(Phase::Body(outcome));
-            if !failed {
-                broker.stop();
-                let _ = tx.send(Phase::Stopped);
-            }
+    with_broker(name, TEST_LIMIT, &[], |b| {
+        body(Addrs {
+            broker: b.broker_addr.clone(),
+            namesrv: b.namesrv_addr.clone(),
         })
-        .expect("spawn test thread");
-    let remaining = |what: &str| {
-        TEST_LIMIT
-            .checked_sub(started.elapsed())
-            .unwrap_or_else(|| {
-                panic!("{name}: out of time ({TEST_LIMIT:?}) before {what}");
-            })
-    };
-    match rx.recv_timeout(remaining("the test body")) {
-        Ok(Phase::Body(Ok(()))) => {}
-        Ok(Phase::Body(Err(panic))) => std::panic::resume_unwind(panic),
-        Ok(Phase::Stopped) => unreachable!("stop reported before the body"),
-        Err(_) => panic!("{name}: did not finish within {TEST_LIMIT:?} (broker or client hung)"),
-    }
-    match rx.recv_timeout(remaining("the broker stopped")) {
-        Ok(Phase::Stopped) => {
-            let _ = worker.join();
-        }
-        _ => panic!("{name}: the broker did not stop cleanly within {TEST_LIMIT:?} of the start"),
-    }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -149,30 +95,12 @@ where
 /// The producer group of every SEND ([`send_request`], from tests/common).
 const PRODUCER: &str = "hostile-producer";
 
-fn max_offset_request(topic: &str, queue_id: i32) -> RemotingCommand {
-    RemotingCommand::new_request(rq::GET_MAX_OFFSET)
-        .with_ext("topic", topic)
-        .with_ext("queueId", queue_id.to_string())
-}
-
-fn route_request(topic: &str) -> RemotingCommand {
-    RemotingCommand::new_request(rq::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic)
-}
-
 fn without(mut cmd: RemotingCommand, field: &str) -> RemotingCommand {
     assert!(
         cmd.ext_fields.remove(field).is_some(),
         "test bug: the request has no {field} to remove"
     );
     cmd
-}
-
-/// One line describing a reply, for failure messages.
-fn describe(r: &RemotingCommand) -> String {
-    format!(
-        "code {} remark {:?} ext {:?}",
-        r.code, r.remark, r.ext_fields
-    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -723,24 +651,6 @@ async fn attack_while_serving(target: Target, attack_addr: &str, load_client: Re
     );
 }
 
-/// Polls `f` until it returns `Some`, for at most [`WAIT_LIMIT`].
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let start = Instant::now();
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(last) if start.elapsed() > WAIT_LIMIT => {
-                panic!("timed out after {WAIT_LIMIT:?} waiting for {what}; last: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
-
 /// The route of `topic` from the name server, once it lists `broker_addr`.
 async fn route_with(client: &RemotingClient, topic: &str, broker_addr: &str) -> Result<(), String> {
     let r = client
@@ -806,17 +716,10 @@ fn broker_port_survives_hostile_frames() {
                 .await
                 .expect("fresh PULL answered");
             if r.code == rc::SUCCESS {
-                let mut pos = 0;
-                while pos < r.body.len() {
-                    match record::check(&r.body[pos..], true) {
-                        Ok(Check::Record(rec)) => {
-                            assert_eq!((rec.topic, rec.queue_id), (TOPIC, 0));
-                            assert_eq!(rec.queue_offset, got.len() as i64);
-                            got.push(rec.body.to_vec());
-                            pos += rec.total_size as usize;
-                        }
-                        other => panic!("pulled body at byte {pos}: {other:?}"),
-                    }
+                for rec in records(&r.body, true) {
+                    assert_eq!((rec.topic, rec.queue_id), (TOPIC, 0));
+                    assert_eq!(rec.queue_offset, got.len() as i64);
+                    got.push(rec.body.to_vec());
                 }
                 offset = r
                     .ext("nextBeginOffset")
@@ -853,7 +756,7 @@ fn namesrv_port_survives_hostile_frames() {
             .await
             .expect("well-behaved client connects");
         // The broker registers at start; wait for it so route queries succeed from the start.
-        eventually("the broker's first registration", || {
+        eventually("the broker's first registration", WAIT_LIMIT, || {
             route_with(&load_client, DEFAULT_TOPIC, &addrs.broker)
         })
         .await;
@@ -876,7 +779,7 @@ fn namesrv_port_survives_hostile_frames() {
             .await
             .expect("SEND answered");
         assert_eq!(r.code, rc::SUCCESS, "{}", describe(&r));
-        eventually("the new topic's route", || {
+        eventually("the new topic's route", WAIT_LIMIT, || {
             route_with(&client, TOPIC, &addrs.broker)
         })
         .await;

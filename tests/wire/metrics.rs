@@ -12,18 +12,16 @@
 //! runs under [`TEST_LIMIT`].
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use actormq::broker::testing::TestBroker;
 use actormq::remoting::client::RemotingClient;
-use actormq_core::format::record::{self, Check};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-use crate::common::{now_millis, pull_request, send_request};
+use crate::common::{
+    commit_offset_request, metrics_page, now_millis, pull_request, records, send_request,
+    with_broker,
+};
 
 /// Hard upper bound of the whole test, broker start and stop included.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
@@ -172,23 +170,9 @@ impl Page {
     }
 }
 
-/// `GET /metrics` over a plain TCP connection (HTTP/1.1, `Connection: close`).
+/// `GET /metrics` ([`metrics_page`]), checked to be Prometheus text, parsed.
 async fn scrape(addr: &str) -> Page {
-    let mut s = tokio::time::timeout(RPC_TIMEOUT, TcpStream::connect(addr))
-        .await
-        .expect("connect to /metrics in time")
-        .expect("connect to /metrics");
-    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes())
-        .await
-        .expect("write the request");
-    let mut raw = Vec::new();
-    tokio::time::timeout(RPC_TIMEOUT, s.read_to_end(&mut raw))
-        .await
-        .expect("the scrape answered in time")
-        .expect("read the scrape");
-    let raw = String::from_utf8(raw).expect("the scrape is UTF-8");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
+    let (head, body) = metrics_page(addr, RPC_TIMEOUT).await;
     assert!(head.starts_with("HTTP/1.1 200"), "scrape failed: {head}");
     let head_lc = head.to_ascii_lowercase();
     assert!(
@@ -200,23 +184,14 @@ async fn scrape(addr: &str) -> Page {
         "unexpected chunked body: {head}"
     );
     Page {
-        samples: parse_exposition(body),
-        text: body.to_string(),
+        samples: parse_exposition(&body),
+        text: body,
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Requests
 // ---------------------------------------------------------------------------------------------
-
-/// UPDATE_CONSUMER_OFFSET (15).
-fn commit_request(queue_id: i32, offset: i64) -> RemotingCommand {
-    RemotingCommand::new_request(rq::UPDATE_CONSUMER_OFFSET)
-        .with_ext("consumerGroup", GROUP)
-        .with_ext("topic", TOPIC)
-        .with_ext("queueId", queue_id.to_string())
-        .with_ext("commitOffset", offset.to_string())
-}
 
 async fn call(c: &RemotingClient, req: RemotingCommand) -> RemotingCommand {
     c.invoke(req, RPC_TIMEOUT).await.expect("broker answered")
@@ -233,16 +208,9 @@ async fn pull_all(c: &RemotingClient, queue_id: i32, want: usize) -> (usize, i64
         );
         let r = call(c, pull_request(GROUP, TOPIC, queue_id, offset)).await;
         if r.code == rc::SUCCESS {
-            let mut pos = 0;
-            while pos < r.body.len() {
-                match record::check(&r.body[pos..], true) {
-                    Ok(Check::Record(rec)) => {
-                        assert_eq!(rec.body.len(), SIZE);
-                        got += 1;
-                        pos += rec.total_size as usize;
-                    }
-                    other => panic!("pulled body at byte {pos}: {other:?}"),
-                }
+            for rec in records(&r.body, true) {
+                assert_eq!(rec.body.len(), SIZE);
+                got += 1;
             }
             offset = r
                 .ext("nextBeginOffset")
@@ -382,7 +350,7 @@ async fn body(broker_addr: String, metrics_addr: String) {
 
     // Lag follows the committed offsets: everything unconsumed at offset 0, nothing at the end.
     for q in 0..QUEUES {
-        let r = call(&c, commit_request(q, 0)).await;
+        let r = call(&c, commit_offset_request(GROUP, TOPIC, q, 0)).await;
         assert_eq!(r.code, rc::SUCCESS, "commit: {:?}", r.remark);
     }
     let lag = [("topic", TOPIC), ("consumer_group", GROUP)];
@@ -392,7 +360,7 @@ async fn body(broker_addr: String, metrics_addr: String) {
     })
     .await;
     for q in 0..QUEUES {
-        let r = call(&c, commit_request(q, next[q as usize])).await;
+        let r = call(&c, commit_offset_request(GROUP, TOPIC, q, next[q as usize])).await;
         assert_eq!(r.code, rc::SUCCESS, "commit: {:?}", r.remark);
     }
     let page = scrape_until(&metrics_addr, "lag 0 after committing all", |p| {
@@ -483,66 +451,13 @@ async fn body(broker_addr: String, metrics_addr: String) {
 
 #[test]
 fn metrics_endpoint_reports_traffic_lag_store_and_actors() {
-    with_broker("metrics-test", &[], |broker| {
+    with_broker("metrics-test", TEST_LIMIT, &[], |broker| {
         assert!(
             !broker.metrics_addr.is_empty(),
             "the broker reports /metrics"
         );
         body(broker.broker_addr.clone(), broker.metrics_addr.clone())
     });
-}
-
-/// Runs `test` against a `TestBroker` started with `settings` on its own thread and a
-/// two-worker runtime, under [`TEST_LIMIT`]; the broker is stopped whatever the outcome, and a
-/// panic (in the test or while starting the broker) fails the test with its own message.
-fn with_broker<F, Fut>(name: &str, settings: &[(&str, &str)], test: F)
-where
-    F: FnOnce(&TestBroker) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()>,
-{
-    let started = Instant::now();
-    let settings: Vec<(String, String)> = settings
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let (tx, rx) = mpsc::channel();
-    let worker = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let settings: Vec<(&str, &str)> = settings
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let broker = TestBroker::start(dir.path(), &settings).expect("broker starts");
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("test runtime");
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                rt.block_on(test(&broker))
-            }));
-            rt.shutdown_timeout(Duration::from_secs(5));
-            broker.stop();
-            let _ = tx.send(outcome);
-        })
-        .expect("spawn the test thread");
-    match rx.recv_timeout(TEST_LIMIT) {
-        Ok(Ok(())) => {
-            let _ = worker.join();
-        }
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        // The worker panicked outside the guarded body (the broker did not start).
-        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => panic!("the test thread ended without an outcome"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!(
-            "did not finish within {TEST_LIMIT:?} ({:?} elapsed)",
-            started.elapsed()
-        ),
-    }
 }
 
 #[test]
@@ -565,6 +480,7 @@ fn the_exposition_reader_handles_escapes_and_bare_samples() {
 fn group_commit_counters_count_every_synchronous_send() {
     with_broker(
         "group-commit-metrics-test",
+        TEST_LIMIT,
         &[("flushDiskType", "SYNC_FLUSH")],
         |broker| {
             let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
@@ -627,7 +543,7 @@ fn group_commit_counters_count_every_synchronous_send() {
 /// store writer's full name (Linux keeps 15 bytes of it). Nothing timed.
 #[test]
 fn process_cpu_memory_and_thread_cpu_are_exported() {
-    with_broker("process-metrics-test", &[], |broker| {
+    with_broker("process-metrics-test", TEST_LIMIT, &[], |broker| {
         let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
         async move {
             let c = RemotingClient::connect(&b).await.expect("connect");
@@ -698,7 +614,7 @@ fn write_buffer_pool_is_reported_in_runtime_info_and_metrics() {
         // Small buffers (the default maxMessageSize of 4 MiB must fit a file).
         ("mappedFileSizeCommitLog", file_size.as_str()),
     ];
-    with_broker("pool-metrics-test", &settings, |broker| {
+    with_broker("pool-metrics-test", TEST_LIMIT, &settings, |broker| {
         let (b, m) = (broker.broker_addr.clone(), broker.metrics_addr.clone());
         async move {
             let c = RemotingClient::connect(&b).await.expect("connect");

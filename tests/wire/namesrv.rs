@@ -25,6 +25,8 @@ use actormq_core::protocol::body::{
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
 
+use crate::common::{self, route_request};
+
 const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 /// Upper bound of every wait for something to happen.
 const WAIT_LIMIT: Duration = Duration::from_secs(5);
@@ -38,14 +40,11 @@ async fn namesrv_with(scan: Duration, expiry: Duration) -> NamesrvHandle {
 }
 
 async fn start_in(home: &std::path::Path, scan: Duration, expiry: Duration) -> NamesrvHandle {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let opts = NamesrvOptions {
-        scan_interval: scan,
-        expiry,
-        home: Some(home.to_path_buf()),
-        config_file: None,
-    };
-    start_namesrv(listener, opts).await.unwrap()
+    common::start_namesrv_in(home, |o| {
+        o.scan_interval = scan;
+        o.expiry = expiry;
+    })
+    .await
 }
 
 /// RocketMQ's timings: nothing expires during a test.
@@ -61,22 +60,22 @@ async fn call(c: &RemotingClient, cmd: RemotingCommand) -> RemotingCommand {
     c.invoke(cmd, RPC_TIMEOUT).await.unwrap()
 }
 
-/// Polls `check` every 10 ms until it holds; fails after [`WAIT_LIMIT`].
+/// Polls `check` until it holds; fails after [`WAIT_LIMIT`] ([`common::eventually`]).
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < WAIT_LIMIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn route_request(topic: &str) -> RemotingCommand {
-    // As the traced client sends it.
-    RemotingCommand::new_request(105).with_ext("topic", topic)
+    common::eventually(what, WAIT_LIMIT, || {
+        let holds = check();
+        async move {
+            holds
+                .await
+                .then_some(())
+                .ok_or_else(|| "not yet".to_string())
+        }
+    })
+    .await
 }
 
 async fn route(c: &RemotingClient, topic: &str) -> RemotingCommand {
@@ -897,13 +896,7 @@ async fn kv_table_survives_a_restart_and_orders_routes() {
 
     let conf = home.path().join("namesrv.conf");
     std::fs::write(&conf, "orderMessageEnable=true\nlistenPort=1\n").unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let opts = NamesrvOptions {
-        home: Some(home.path().to_path_buf()),
-        config_file: Some(conf.clone()),
-        ..NamesrvOptions::default()
-    };
-    let ns = start_namesrv(listener, opts).await.unwrap();
+    let ns = common::start_namesrv_in(home.path(), |o| o.config_file = Some(conf.clone())).await;
     let c = connect(&ns).await;
     let resp = call(
         &c,

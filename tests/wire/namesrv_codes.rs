@@ -15,8 +15,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::common::{broker, run_bounded, stop_broker, FakeClient};
-use actormq::namesrv::{start_namesrv, NamesrvHandle, NamesrvOptions};
+use crate::common::{
+    broker, consumer_heartbeat, run_bounded, start_namesrv_in, stop_broker, FakeClient,
+};
 use actormq_core::format::record::body_crc;
 use actormq_core::protocol::body::{parse_java_json, DataVersion, TopicList};
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
@@ -205,15 +206,6 @@ const GOLDEN: [(&str, &str); 13] = [
     ("322 no extFields", r#"0 {"changed": "true"} "#),
 ];
 
-async fn bare_namesrv(home: &std::path::Path) -> NamesrvHandle {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let opts = NamesrvOptions {
-        home: Some(home.to_path_buf()),
-        ..NamesrvOptions::default()
-    };
-    start_namesrv(listener, opts).await.unwrap()
-}
-
 /// Fails the test if `f` has not finished within [`crate::common::TEST_LIMIT`] (a guard against a
 /// hang).
 async fn bounded(f: impl std::future::Future<Output = ()>) {
@@ -226,7 +218,7 @@ async fn bounded(f: impl std::future::Future<Output = ()>) {
 async fn topic_lists_and_data_version_answer_as_apache_4_9_4() {
     bounded(async {
         let home = tempfile::tempdir().unwrap();
-        let ns = bare_namesrv(home.path()).await;
+        let ns = start_namesrv_in(home.path(), |_| {}).await;
         let mut c = FakeClient::connect(&ns.addr()).await;
         register_fixture(&mut c).await;
         for ((label, req), (golden_label, golden)) in golden_requests().into_iter().zip(GOLDEN) {
@@ -245,15 +237,12 @@ async fn topic_lists_and_data_version_answer_as_apache_4_9_4() {
 async fn an_unchanged_data_version_query_keeps_the_broker_alive() {
     bounded(async {
         let home = tempfile::tempdir().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let expiry = Duration::from_millis(1_000);
-        let opts = NamesrvOptions {
-            home: Some(home.path().to_path_buf()),
-            scan_interval: Duration::from_millis(50),
-            expiry,
-            ..NamesrvOptions::default()
-        };
-        let ns = start_namesrv(listener, opts).await.unwrap();
+        let ns = start_namesrv_in(home.path(), |o| {
+            o.scan_interval = Duration::from_millis(50);
+            o.expiry = expiry;
+        })
+        .await;
         let mut c = FakeClient::connect(&ns.addr()).await;
         register_fixture(&mut c).await;
         // broker-l never asks: it expires. Bounded: expiry, a scan, and a generous margin.
@@ -302,7 +291,7 @@ fn bad_requests() -> Vec<(RemotingCommand, &'static str)> {
 async fn bad_requests_get_system_error_with_a_remark() {
     bounded(async {
         let home = tempfile::tempdir().unwrap();
-        let ns = bare_namesrv(home.path()).await;
+        let ns = start_namesrv_in(home.path(), |_| {}).await;
         let mut c = FakeClient::connect(&ns.addr()).await;
         let cases = bad_requests();
         for (i, (req, names)) in cases.into_iter().enumerate() {
@@ -393,23 +382,10 @@ fn admin_consumer_status_prints_the_consumer_s_report() {
     run_bounded("admin_consumer_status", || async {
         use actormq::tools::admin::client::AdminClient;
         use actormq::tools::admin::status::consumer_status;
-        use actormq_core::protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
         let (_dir, b) = broker(&[]);
         let mut consumer = FakeClient::connect(&b.broker_addr).await;
         consumer
-            .heartbeat(&HeartbeatData {
-                client_id: "fake@1".into(),
-                consumer_data_set: vec![ConsumerData {
-                    group_name: "StatusG".into(),
-                    subscription_data_set: vec![SubscriptionData {
-                        topic: "StatusTopic".into(),
-                        sub_string: "*".into(),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            })
+            .heartbeat(&consumer_heartbeat("fake@1", "StatusG", "StatusTopic"))
             .await;
         let admin = AdminClient::new(&b.namesrv_addr, Duration::from_secs(5));
         // The group's %RETRY% topic reaches the name server in the background.

@@ -10,20 +10,19 @@ use std::time::{Duration, Instant};
 
 use actormq::broker::testing::TestBroker;
 use actormq::remoting::client::RemotingClient;
-use actormq_core::format::record::{check, Check};
 use actormq_core::protocol::codes::{request_code, response_code};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::header::{
     pull_sys_flag, PullMessageRequestHeader, SendHeaderNames, SendMessageRequestHeader,
 };
 
+use crate::common::{broker, records, stop_broker};
+
 const WAIT: Duration = Duration::from_secs(20);
 
+/// A broker serving connections on `threads` threads ([`broker`]).
 fn start(threads: &str) -> (tempfile::TempDir, TestBroker) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let b = TestBroker::start(dir.path(), &[("serverSelectorThreads", threads)])
-        .unwrap_or_else(|e| panic!("TestBroker::start failed: {e:#}"));
-    (dir, b)
+    broker(&[("serverSelectorThreads", threads)])
 }
 
 fn send(topic: &str, queue_id: i32, body: &str) -> RemotingCommand {
@@ -61,25 +60,17 @@ fn pull(topic: &str, queue_id: i32, offset: i64, suspend_ms: i64) -> RemotingCom
     RemotingCommand::new_request(request_code::PULL_MESSAGE).with_ext_fields(h.to_ext_fields())
 }
 
+/// The bodies of a pull answer's records ([`records`]).
 fn bodies(pull_body: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < pull_body.len() {
-        match check(&pull_body[at..], false) {
-            Ok(Check::Record(r)) => {
-                out.push(String::from_utf8_lossy(r.body).into_owned());
-                at += r.total_size as usize;
-            }
-            Ok(Check::Blank { .. }) => panic!("BLANK record at byte {at} of a pull body"),
-            Err(e) => panic!("bad record at byte {at}: {e}"),
-        }
-    }
-    out
+    records(pull_body, false)
+        .iter()
+        .map(|r| String::from_utf8_lossy(r.body).into_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_clients_at_once_each_get_their_own_correct_answers() {
-    let (_dir, broker) = tokio::task::block_in_place(|| start("4"));
+    let (_dir, broker) = start("4");
     let addr = broker.broker_addr.clone();
     // The topic exists before the race, so every send below is a plain append.
     let first = RemotingClient::connect(&addr).await.unwrap();
@@ -145,12 +136,12 @@ async fn many_clients_at_once_each_get_their_own_correct_answers() {
         }
     }
     assert_eq!(total, CLIENTS * EACH);
-    tokio::task::block_in_place(|| broker.stop());
+    stop_broker(broker);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_parked_on_one_thread_wakes_on_a_send_from_another() {
-    let (_dir, broker) = tokio::task::block_in_place(|| start("2"));
+    let (_dir, broker) = start("2");
     let addr = broker.broker_addr.clone();
     // Two connections in a row land on the two threads (round-robin).
     let consumer = RemotingClient::connect(&addr).await.unwrap();
@@ -195,5 +186,5 @@ async fn a_long_poll_parked_on_one_thread_wakes_on_a_send_from_another() {
         "woken by the send, not by the 15 s deadline ({:?})",
         started.elapsed()
     );
-    tokio::task::block_in_place(|| broker.stop());
+    stop_broker(broker);
 }
