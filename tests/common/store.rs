@@ -1,13 +1,14 @@
 //! The store without a broker: messages as the broker's SEND path hands them to the store,
 //! opening a `Store` on a temp dir with an injected clock, waiting for dispatch, reading a queue
-//! back, index lookups by key, and cutting a CommitLog as a power loss would.
+//! back, index lookups by key, a store directory's files, and cutting a CommitLog as a power
+//! loss would.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actormq::store::{Store, StoreParams};
+use actormq::store::{PreviousRun, Store, StoreParams};
 use actormq_core::clock::ManualClock;
 use actormq_core::format::properties::{self, keys};
 use actormq_core::format::record::{self, Check, NewMessage};
@@ -51,6 +52,21 @@ pub async fn open(root: &Path, clock: &ManualClock, tweak: impl FnOnce(&mut Stor
     let mut p = StoreParams::for_tests(root);
     tweak(&mut p);
     Store::open(p, Arc::new(clock.clone()))
+        .await
+        .expect("store opens")
+}
+
+/// Opens a store on `root` as after a previous run that ended as `previous` (whatever the abort
+/// file says), with the test parameters changed by `tweak`, on `clock`.
+pub async fn reopen(
+    root: &Path,
+    clock: &ManualClock,
+    previous: impl Into<PreviousRun>,
+    tweak: impl FnOnce(&mut StoreParams),
+) -> Store {
+    let mut p = StoreParams::for_tests(root);
+    tweak(&mut p);
+    Store::open_with(p, Arc::new(clock.clone()), None, previous)
         .await
         .expect("store opens")
 }
@@ -114,4 +130,20 @@ pub fn cut_commit_log(root: &Path, cut: u64, file_size: u64) {
             std::fs::write(&path, &b).unwrap();
         }
     }
+}
+
+/// The names of the files in `dir`, sorted (a store's file names sort as their offsets do). A
+/// file being made under a temporary dot-name is listed too.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The paths of the files in `dir`, sorted by name ([`file_names`]).
+pub fn files(dir: &Path) -> Vec<PathBuf> {
+    file_names(dir).iter().map(|n| dir.join(n)).collect()
 }

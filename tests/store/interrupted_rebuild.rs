@@ -13,14 +13,19 @@ use actormq_core::clock::ManualClock;
 use actormq_core::format::properties::keys;
 use actormq_core::format::record::NewMessage;
 
-use crate::common::store::{keys_not_found, msg};
+use crate::common::store::{files, keys_not_found, msg, open, reopen};
 
 const FILE: u64 = 1 << 20;
 
-fn params(root: &Path) -> StoreParams {
-    let mut p = StoreParams::for_tests(root);
+/// 1 MiB CommitLog files and index files of 200 entries.
+fn small(p: &mut StoreParams) {
     p.commit_log_file_size = FILE;
     p.max_index_num = 200;
+}
+
+fn params(root: &Path) -> StoreParams {
+    let mut p = StoreParams::for_tests(root);
+    small(&mut p);
     p
 }
 
@@ -65,29 +70,21 @@ async fn damaged_index_file() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_700_000_000_000);
     {
-        let store = Store::open(params(dir.path()), Arc::new(clock.clone()))
-            .await
-            .unwrap();
+        let store = open(dir.path(), &clock, small).await;
         for i in 0..450u32 {
             clock.advance_ms(100);
             store.put(keyed(i)).await.unwrap();
         }
         store.shutdown().await.unwrap();
     }
-    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("index"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
+    let files = files(&dir.path().join("index"));
     assert_eq!(files.len(), 3, "{files:?}");
     damage_and_stop_the_start(dir.path(), &clock, &files[1]).await;
     assert!(!files[1].exists() && !files[2].exists());
     assert!(dir.path().join("index.rebuild").exists());
     // Without the marker a normal start finds only the first file and nothing to do, and keys
     // from 199 on never come back.
-    let store = Store::open(params(dir.path()), Arc::new(clock.clone()))
-        .await
-        .unwrap();
+    let store = open(dir.path(), &clock, small).await;
     assert_eq!(keys_not_found(&store, "Rebuild", 450), Vec::<u32>::new());
     assert!(
         !dir.path().join("index.rebuild").exists(),
@@ -99,14 +96,7 @@ async fn damaged_index_file() {
     // and then one as after a kill on this boot still index every key.
     damage_and_stop_the_start(dir.path(), &clock, &files[0]).await;
     std::fs::remove_file(dir.path().join("index.rebuild")).unwrap();
-    let store = Store::open_with(
-        params(dir.path()),
-        Arc::new(clock.clone()),
-        None,
-        PreviousRun::ProcessDied,
-    )
-    .await
-    .unwrap();
+    let store = reopen(dir.path(), &clock, PreviousRun::ProcessDied, small).await;
     assert_eq!(keys_not_found(&store, "Rebuild", 450), Vec::<u32>::new());
     store.shutdown().await.unwrap();
 }
@@ -122,9 +112,7 @@ async fn cut_commit_log() {
     let clock = ManualClock::new(1_700_000_000_000);
     let mut at = Vec::new();
     {
-        let store = Store::open(params(dir.path()), Arc::new(clock.clone()))
-            .await
-            .unwrap();
+        let store = open(dir.path(), &clock, small).await;
         for i in 0..450u32 {
             clock.advance_ms(100);
             at.push(store.put(keyed(i)).await.unwrap().phy_offset.0);
@@ -153,14 +141,7 @@ async fn cut_commit_log() {
     // bound (~4 MB before the end), and messages 199-237 (from ~6 MB) would never be indexed
     // again.
     std::fs::remove_file(dir.path().join("index.rebuild")).expect("the rebuild marker");
-    let store = Store::open_with(
-        params(dir.path()),
-        Arc::new(clock.clone()),
-        None,
-        PreviousRun::ProcessDied,
-    )
-    .await
-    .unwrap();
+    let store = reopen(dir.path(), &clock, PreviousRun::ProcessDied, small).await;
     assert_eq!(store.max_offset().0, cut);
     assert!(
         store

@@ -19,7 +19,9 @@ use actormq_core::store::reader::{GetLimits, GetStatus, TagFilter};
 use actormq_core::store::schedule::SCHEDULE_TOPIC;
 use actormq_core::store::status::PutStatus;
 
-use crate::common::store::{all, cut_commit_log, keys_not_found, msg, open, settle, T0};
+use crate::common::store::{
+    all, cut_commit_log, file_names, files, keys_not_found, msg, open, reopen, settle, T0,
+};
 use crate::common::until;
 
 /// How long a store's progress may take in [`until`].
@@ -84,20 +86,16 @@ async fn messages_roll_across_files_and_all_read_back() {
             .unwrap();
     }
     settle(&store).await;
-    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("commitlog"))
-        .unwrap()
-        .map(|e| e.unwrap())
-        // The allocator may be creating the next file right now, under a temporary dot-name.
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .collect();
-    files.sort_by_key(|e| e.file_name());
+    let mut files = file_names(&dir.path().join("commitlog"));
+    // The allocator may be creating the next file right now, under a temporary dot-name.
+    files.retain(|n| !n.starts_with('.'));
     assert!(files.len() >= 5, "several files: {}", files.len());
     for (i, f) in files.iter().enumerate() {
-        assert_eq!(
-            f.file_name().into_string().unwrap(),
-            format!("{:020}", i as u64 * 65536)
-        );
-        assert_eq!(f.metadata().unwrap().len(), 65536);
+        assert_eq!(*f, format!("{:020}", i as u64 * 65536));
+        let len = std::fs::metadata(dir.path().join("commitlog").join(f))
+            .unwrap()
+            .len();
+        assert_eq!(len, 65536);
     }
     let mut total = 0;
     for q in 0..3 {
@@ -135,14 +133,8 @@ async fn queue_offsets_are_contiguous_across_1000_queues() {
             got.iter().map(|g| g.0 .0).collect::<Vec<_>>(),
             vec![0, 1, 2]
         );
-        let mut names: Vec<_> =
-            std::fs::read_dir(dir.path().join(format!("consumequeue/Many/{q}")))
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-        names.sort();
         assert_eq!(
-            names,
+            file_names(&dir.path().join(format!("consumequeue/Many/{q}"))),
             ["00000000000000000000", "00000000000000000040"],
             "queue {q}"
         );
@@ -1007,39 +999,44 @@ async fn a_deleted_last_consume_queue_file_is_rebuilt_with_the_same_offsets() {
     let mut before = Vec::new();
     {
         let store = open(dir.path(), &clock, tweak).await;
-        for i in 0..35u32 {
-            store
-                .put(msg("Rebuild", 0, format!("m{i}").as_bytes(), &[]))
-                .await
-                .unwrap();
-        }
+        put_numbered(&store, "Rebuild", 35).await;
         settle(&store).await;
         before.extend(all(&store, "Rebuild", 0));
         store.shutdown().await.unwrap();
     }
     let qdir = dir.path().join("consumequeue/Rebuild/0");
-    let mut files: Vec<_> = std::fs::read_dir(&qdir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
+    let files = files(&qdir);
     assert_eq!(files.len(), 4);
     std::fs::remove_file(files.last().unwrap()).unwrap();
 
     let store = open(dir.path(), &clock, tweak).await;
     settle(&store).await;
+    assert_queue_kept(&store, "Rebuild", &before).await;
+    store.shutdown().await.unwrap();
+}
+
+/// Appends `m0`..`m{n-1}` to queue 0 of `topic`.
+async fn put_numbered(store: &Store, topic: &str, n: u32) {
+    for i in 0..n {
+        let m = msg(topic, 0, format!("m{i}").as_bytes(), &[]);
+        store.put(m).await.unwrap();
+    }
+}
+
+/// After a rebuild: queue 0 of `topic` serves `before` again, at the same offsets, and the next
+/// message takes the next offset (none is handed out twice).
+async fn assert_queue_kept(store: &Store, topic: &str, before: &[(QueueOffset, Vec<u8>)]) {
     assert_eq!(
-        all(&store, "Rebuild", 0),
+        all(store, topic, 0),
         before,
         "same messages at the same offsets"
     );
-    let next = store.put(msg("Rebuild", 0, b"after", &[])).await.unwrap();
+    let next = store.put(msg(topic, 0, b"after", &[])).await.unwrap();
     assert_eq!(
         next.queue_offset,
-        QueueOffset(35),
+        QueueOffset(before.len() as _),
         "no offset handed out twice"
     );
-    store.shutdown().await.unwrap();
 }
 
 /// Fills the CommitLog (1 MiB files in these tests) with `files` files' worth of 100 KiB
@@ -1063,22 +1060,10 @@ async fn a_deleted_middle_consume_queue_file_is_rebuilt_with_the_same_offsets() 
     let clock = ManualClock::new(T0);
     let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
     let qdir = dir.path().join("consumequeue/Gap/0");
-    let names = || {
-        let mut v: Vec<_> = std::fs::read_dir(&qdir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        v.sort();
-        v
-    };
+    let names = || file_names(&qdir);
     let before = {
         let store = open(dir.path(), &clock, tweak).await;
-        for i in 0..35u32 {
-            store
-                .put(msg("Gap", 0, format!("m{i}").as_bytes(), &[]))
-                .await
-                .unwrap();
-        }
+        put_numbered(&store, "Gap", 35).await;
         push_back(&store, 4).await;
         settle(&store).await;
         let before = all(&store, "Gap", 0);
@@ -1127,12 +1112,7 @@ async fn a_lost_consume_queue_directory_behind_the_scanned_files_is_rebuilt_with
     let tweak = |p: &mut StoreParams| p.cq_file_size = 200;
     let before = {
         let store = open(dir.path(), &clock, tweak).await;
-        for i in 0..25u32 {
-            store
-                .put(msg("Far", 0, format!("m{i}").as_bytes(), &[]))
-                .await
-                .unwrap();
-        }
+        put_numbered(&store, "Far", 25).await;
         push_back(&store, 5).await;
         settle(&store).await;
         let before = all(&store, "Far", 0);
@@ -1155,17 +1135,7 @@ async fn a_lost_consume_queue_directory_behind_the_scanned_files_is_rebuilt_with
             store.report.redispatch_bytes, store.report.commit_log_end,
             "a queue with no unit left is rebuilt from the CommitLog's start"
         );
-        assert_eq!(
-            all(&store, "Far", 0),
-            before,
-            "same messages at the same offsets"
-        );
-        let next = store.put(msg("Far", 0, b"after", &[])).await.unwrap();
-        assert_eq!(
-            next.queue_offset,
-            QueueOffset(25),
-            "no offset handed out twice"
-        );
+        assert_queue_kept(&store, "Far", &before).await;
         settle(&store).await;
         store.shutdown().await.unwrap();
     }
@@ -1190,12 +1160,7 @@ async fn a_lost_last_consume_queue_file_is_rebuilt_from_the_queues_own_end_only(
     let (before, resume_at) = {
         let store = open(dir.path(), &clock, tweak).await;
         push_back(&store, 1).await;
-        for i in 0..25u32 {
-            store
-                .put(msg("Far", 0, format!("m{i}").as_bytes(), &[]))
-                .await
-                .unwrap();
-        }
+        put_numbered(&store, "Far", 25).await;
         push_back(&store, 4).await;
         settle(&store).await;
         let unit19 = store
@@ -1218,9 +1183,7 @@ async fn a_lost_last_consume_queue_file_is_rebuilt_from_the_queues_own_end_only(
         resume_at,
         "re-dispatch starts right after the queue's last remaining unit"
     );
-    assert_eq!(all(&store, "Far", 0), before);
-    let next = store.put(msg("Far", 0, b"after", &[])).await.unwrap();
-    assert_eq!(next.queue_offset, QueueOffset(25));
+    assert_queue_kept(&store, "Far", &before).await;
     store.shutdown().await.unwrap();
 }
 
@@ -1236,10 +1199,7 @@ async fn a_deleted_topic_stays_deleted_after_abnormal_and_clean_restarts() {
     // As after a crash: abnormal recovery re-dispatches from the first CommitLog file here (no
     // first record is older than the checkpoint).
     let abnormal = || async {
-        let p = StoreParams::for_tests(dir.path());
-        let store = Store::open_with(p, Arc::new(clock.clone()), None, true)
-            .await
-            .unwrap();
+        let store = reopen(dir.path(), &clock, true, |_| {}).await;
         settle(&store).await;
         store
     };
@@ -1553,10 +1513,7 @@ async fn consume_queue_units_torn_before_an_abnormal_stop_are_written_again() {
         torn[12 * 20 + 12..12 * 20 + 20].fill(0xff);
         torn[39 * 20 + 16..39 * 20 + 20].fill(0);
         std::fs::write(&cq, &torn).unwrap();
-        let p = StoreParams::for_tests(dir.path());
-        let store = Store::open_with(p, Arc::new(clock.clone()), None, previous)
-            .await
-            .unwrap();
+        let store = reopen(dir.path(), &clock, previous, |_| {}).await;
         settle(&store).await;
         let now = std::fs::read(&cq).unwrap();
         let differ: Vec<usize> = (0..40)
@@ -1612,10 +1569,7 @@ async fn a_record_whose_properties_stop_at_a_page_boundary_is_cut_after_any_abno
         let end = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
         bytes[torn_at as usize..end].fill(0);
         std::fs::write(&cl, &bytes).unwrap();
-        let p = StoreParams::for_tests(dir.path());
-        let store = Store::open_with(p, Arc::new(clock.clone()), None, previous)
-            .await
-            .unwrap();
+        let store = reopen(dir.path(), &clock, previous, |_| {}).await;
         settle(&store).await;
         let got = all(&store, "TornProps", 0);
         assert_eq!(got.len(), 9, "{previous:?}: the torn record was served");
@@ -1649,11 +1603,7 @@ async fn message_index_safe_without_an_index_keeps_the_recovery_start_at_the_che
         }
         store.shutdown().await.unwrap();
     }
-    let mut p = StoreParams::for_tests(dir.path());
-    tweak(&mut p);
-    let store = Store::open_with(p, Arc::new(clock.clone()), None, PreviousRun::Crashed)
-        .await
-        .unwrap();
+    let store = reopen(dir.path(), &clock, PreviousRun::Crashed, tweak).await;
     settle(&store).await;
     assert!(
         store.report.scan_from > 0,
@@ -1702,10 +1652,7 @@ async fn recovery_keeps_a_record_whose_properties_are_not_utf8() {
                 .unwrap();
         bytes[tag + 3] = 0xB9;
         std::fs::write(&cl, &bytes).unwrap();
-        let p = StoreParams::for_tests(dir.path());
-        let store = Store::open_with(p, Arc::new(clock.clone()), None, previous)
-            .await
-            .unwrap();
+        let store = reopen(dir.path(), &clock, previous, |_| {}).await;
         settle(&store).await;
         assert_eq!(store.report.truncated_reason, None, "{previous:?}");
         let got = all(&store, "Gbk", 0);
@@ -1771,11 +1718,7 @@ async fn index_safe_recovery_after_a_clean_stop_and_a_crash_keeps_every_key() {
     cp[16..24].copy_from_slice(&after_first_stop[16..24]);
     std::fs::write(dir.path().join("checkpoint"), &cp).unwrap();
 
-    let mut p = StoreParams::for_tests(dir.path());
-    tweak(&mut p);
-    let store = Store::open_with(p, Arc::new(clock.clone()), None, true)
-        .await
-        .unwrap();
+    let store = reopen(dir.path(), &clock, true, tweak).await;
     settle(&store).await;
     let missing = keys_not_found(&store, "Safe", 110);
     assert_eq!(missing, Vec::<u32>::new(), "keys lost from the index");
@@ -1826,11 +1769,7 @@ async fn a_process_death_keeps_every_key_a_machine_crash_keeps_those_after_the_r
             b[last] ^= 0x5A;
             std::fs::write(&index, &b).unwrap();
         }
-        let mut p = StoreParams::for_tests(dir.path());
-        tweak(&mut p);
-        let store = Store::open_with(p, Arc::new(clock.clone()), None, previous)
-            .await
-            .unwrap();
+        let store = reopen(dir.path(), &clock, previous, tweak).await;
         settle(&store).await;
         let missing = keys_not_found(&store, "Died", 100);
         // Re-dispatch after either kind of crash starts from the checkpoint, not the first file.
@@ -1888,11 +1827,7 @@ async fn index_files_that_name_records_past_the_recovered_end_are_rebuilt() {
     let cut = at[70];
     let file_size = 64u64 << 10;
     cut_commit_log(dir.path(), cut, file_size);
-    let mut p = StoreParams::for_tests(dir.path());
-    tweak(&mut p);
-    let store = Store::open_with(p, Arc::new(clock.clone()), None, PreviousRun::Crashed)
-        .await
-        .unwrap();
+    let store = reopen(dir.path(), &clock, PreviousRun::Crashed, tweak).await;
     assert_eq!(store.max_offset().0, cut, "recovery ends at the cut");
     for i in 100..120u32 {
         clock.advance_ms(100);
@@ -1911,22 +1846,12 @@ async fn index_files_that_name_records_past_the_recovered_end_are_rebuilt() {
 
 /// The names in `root/index.corrupt/`, sorted.
 fn corrupt_dir(root: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(root.join("index.corrupt"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
+    file_names(&root.join("index.corrupt"))
 }
 
 /// The index files' names in `root/index`, oldest first, and the other files there.
 fn index_dir(root: &Path) -> (Vec<String>, Vec<String>) {
-    let mut names: Vec<String> = std::fs::read_dir(root.join("index"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
+    file_names(&root.join("index"))
         .into_iter()
         .partition(|n| n.bytes().all(|b| b.is_ascii_digit()))
 }
@@ -2017,11 +1942,7 @@ async fn a_clean_stop_checkpoints_the_end_of_the_newest_full_index_file() {
         store.put(m).await.unwrap();
     }
     store.shutdown().await.unwrap();
-    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("index"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
+    let files = files(&dir.path().join("index"));
     assert!(files.len() >= 2, "index files rolled: {files:?}");
     // IndexHeader: beginTimestamp, endTimestamp, ... (big-endian).
     let end_of = |path: &std::path::Path| {
@@ -2053,18 +1974,12 @@ fn pooled(p: &mut StoreParams, buffers: usize) {
 }
 
 fn commitlog_bytes(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<_> = std::fs::read_dir(root.join("commitlog"))
-        .unwrap()
-        .map(|e| e.unwrap())
-        .collect();
-    files.sort_by_key(|e| e.file_name());
-    files
-        .iter()
-        .map(|f| {
-            (
-                f.file_name().into_string().unwrap(),
-                std::fs::read(f.path()).unwrap(),
-            )
+    let dir = root.join("commitlog");
+    file_names(&dir)
+        .into_iter()
+        .map(|n| {
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            (n, bytes)
         })
         .collect()
 }
@@ -2659,12 +2574,7 @@ async fn a_clean_stop_retries_a_failing_final_commit_then_reports_it() {
         pooled(p, 2);
     })
     .await;
-    for i in 0..3u32 {
-        store
-            .put(msg("Stop", 0, format!("m{i}").as_bytes(), &[]))
-            .await
-            .unwrap();
-    }
+    put_numbered(&store, "Stop", 3).await;
     assert!(store.max_wrote_offset().0 > 0);
     assert_eq!(store.max_offset(), PhyOffset(0), "written, not committed");
     let file = store.reader().commit_log().files()[0].clone();
@@ -2824,12 +2734,8 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
     assert!(r.consume_queue_files > 0 && r.index_files > 0, "{r:?}");
     assert_eq!(store.reader().commit_log().min_offset(), min);
     // The last file is left (and the next, which the allocator may have made ahead).
-    let mut on_disk: Vec<_> = std::fs::read_dir(dir.path().join("commitlog"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    on_disk.sort();
+    let mut on_disk = file_names(&dir.path().join("commitlog"));
+    on_disk.retain(|n| !n.starts_with('.'));
     assert_eq!(on_disk[0], format!("{min:020}"), "{on_disk:?}");
     assert_eq!(
         store
@@ -2894,11 +2800,7 @@ async fn retention_deletes_expired_files_and_consumers_resume_at_the_new_min_off
     check(&store, &sent, "after a clean restart");
     store.shutdown().await.unwrap();
     // As after a machine crash: RocketMQ's abnormal recovery path.
-    let mut p = StoreParams::for_tests(dir.path());
-    tweak(&mut p);
-    let store = Store::open_with(p, Arc::new(clock.clone()), None, PreviousRun::Crashed)
-        .await
-        .unwrap();
+    let store = reopen(dir.path(), &clock, PreviousRun::Crashed, tweak).await;
     settle(&store).await;
     assert!(store.report.abnormal);
     check(&store, &sent, "after an abnormal restart");
