@@ -4,14 +4,14 @@
 //! * here — the runners ([`run_bounded`]: a test body on its own thread and runtime under a hard
 //!   limit; [`with_broker`]: the same around one `TestBroker` that must also stop in time), broker
 //!   lifecycle ([`broker`], [`start_broker`], [`stop_broker`], a bare name server:
-//!   [`start_namesrv_in`]), bounded waits ([`wait_until`],
-//!   [`eventually`], [`until`]: each polls with a deadline, none sleeps "to let things happen"),
-//!   unique names and test data;
+//!   [`start_namesrv_in`]), bounded waits ([`wait_until`], [`poll`], [`eventually`], [`until`]:
+//!   each polls with a bound, none sleeps "to let things happen"), unique names and test data;
 //! * [`client`] — the real client (`rocketmq-client-rust` 1.0.0) set up the way every test needs
 //!   it: runtime, producer, consumers, what a listener saw, error descriptions;
 //! * [`wire`] — raw frames and requests: [`FakeClient`], the request builders (SEND, PULL, offsets,
 //!   routes, heartbeats), a pull body's records, `/metrics` over HTTP, a slave's catch-up;
-//! * [`store`] — the store API without a broker: messages, opening, settling, reading back.
+//! * [`store`] — the store API without a broker: messages, opening (after a given previous run),
+//!   settling, reading back, directory listings, a CommitLog cut.
 //!
 //! `client` and `wire` are re-exported here (`use crate::common::*` brings them); `store` is
 //! named (`common::store::msg` is not the client's `msg`). Each binary uses a subset, hence the
@@ -189,6 +189,29 @@ pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Asks `probe` up to `tries` times, `every` apart, until `done` holds for its answer, and
+/// returns the last answer: the caller asserts on it, so a failure shows what was last seen.
+pub async fn poll<T, F, Fut>(
+    tries: usize,
+    every: Duration,
+    mut probe: F,
+    done: impl Fn(&T) -> bool,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let mut last = probe().await;
+    for _ in 1..tries {
+        if done(&last) {
+            break;
+        }
+        tokio::time::sleep(every).await;
+        last = probe().await;
+    }
+    last
 }
 
 /// Polls `f` every 10 ms until it returns `Ok`, for at most `limit`; then fails naming `what`

@@ -22,7 +22,7 @@ use actormq_core::store::status::PutStatus;
 use crate::common::store::{
     all, cut_commit_log, file_names, files, keys_not_found, msg, open, reopen, settle, T0,
 };
-use crate::common::until;
+use crate::common::{poll, until};
 
 /// How long a store's progress may take in [`until`].
 const UNTIL: Duration = Duration::from_secs(10);
@@ -252,15 +252,18 @@ async fn delay_level_1_message_reaches_its_real_topic_after_one_second() {
         "999 ms is not enough"
     );
     clock.advance_ms(1);
-    let mut delivered = false;
-    for _ in 0..500 {
-        if store.reader().max_offset("RealTopic", 2) == QueueOffset(1) {
-            delivered = true;
-            break;
-        }
-        actix_rt::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(delivered, "delivered within the bounded wait");
+    let delivered = poll(
+        500,
+        Duration::from_millis(10),
+        || async { store.reader().max_offset("RealTopic", 2) },
+        |max| *max == QueueOffset(1),
+    )
+    .await;
+    assert_eq!(
+        delivered,
+        QueueOffset(1),
+        "delivered within the bounded wait"
+    );
     let r = store.reader().get_messages(
         "RealTopic",
         2,
@@ -328,19 +331,14 @@ async fn a_delayed_message_damaged_while_it_waits_is_skipped_not_delivered() {
     // (level 1, level 2) progress; a level not yet in the table is at 0.
     let progress = |want: (u64, u64)| {
         let store = &store;
-        async move {
-            let mut got = (0, 0);
-            for _ in 0..500 {
-                let o = store.delay_offsets().await.unwrap().0;
-                let at = |l| o.get(&l).copied().unwrap_or(0);
-                got = (at(1), at(2));
-                if got == want {
-                    break;
-                }
-                actix_rt::time::sleep(Duration::from_millis(10)).await;
-            }
-            got
-        }
+        let levels = move || async move {
+            let o = store.delay_offsets().await.unwrap().0;
+            let at = |l| o.get(&l).copied().unwrap_or(0);
+            (at(1), at(2))
+        };
+        poll(500, Duration::from_millis(10), levels, move |got| {
+            *got == want
+        })
     };
     clock.advance_ms(1000);
     assert_eq!(progress((2, 0)).await, (2, 0), "level 1 passed both units");
@@ -2975,17 +2973,18 @@ async fn a_delayed_message_the_store_refuses_for_good_is_skipped_and_the_rest_de
     let store = open(dir.path(), &clock, |p| p.max_message_size = 1024).await;
     settle(&store).await;
     clock.advance_ms(2_000);
-    let mut progress = None;
-    for _ in 0..3_000 {
-        progress = store
-            .delay_offsets()
-            .await
-            .and_then(|o| o.0.get(&1).copied());
-        if progress == Some(4) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let progress = poll(
+        3_000,
+        Duration::from_millis(10),
+        || async {
+            store
+                .delay_offsets()
+                .await
+                .and_then(|o| o.0.get(&1).copied())
+        },
+        |progress| *progress == Some(4),
+    )
+    .await;
     assert_eq!(
         progress,
         Some(4),

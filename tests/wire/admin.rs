@@ -186,16 +186,18 @@ fn every_admin_command_against_a_running_broker() {
             out.contains(&format!("create topic to {addr} success.")),
             "{out}"
         );
-        let mut listed = false;
-        for _ in 0..100 {
-            // The broker re-registers with the name server right after a topic change.
-            if ok(&ns, &["topicList"]).await.lines().any(|l| l == topic) {
-                listed = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(listed, "topicList never listed {topic}");
+        // The broker re-registers with the name server right after a topic change.
+        let listed = poll(
+            100,
+            Duration::from_millis(100),
+            || async { ok(&ns, &["topicList"]).await },
+            |out| out.lines().any(|l| l == topic),
+        )
+        .await;
+        assert!(
+            listed.lines().any(|l| l == topic),
+            "topicList never listed {topic}"
+        );
         let route = json(&ns, &["topicRoute", "-t", &topic]).await;
         assert_eq!(route["queueDatas"][0]["readQueueNums"], 4, "{route}");
         assert_eq!(route["queueDatas"][0]["perm"], 6, "{route}");

@@ -844,16 +844,14 @@ fn a_oneway_commit_read_before_the_peer_closed_is_kept() {
                 for q in 0..8 {
                     let query = || query_offset_request(&format!("OnewayGroup{g}"), topic, q);
                     // Carried out after the close, so asked until it is there (bounded).
-                    let mut last = None;
-                    for _ in 0..1000 {
-                        let r = invoke(&c, query()).await;
-                        last = r.ext("offset").map(str::to_string);
-                        if r.code == rc::SUCCESS && last.as_deref() == Some("7") {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    assert_eq!(last.as_deref(), Some("7"), "group {g} queue {q}");
+                    let r = poll(
+                        1000,
+                        Duration::from_millis(10),
+                        || invoke(&c, query()),
+                        |r| r.code == rc::SUCCESS && r.ext("offset") == Some("7"),
+                    )
+                    .await;
+                    assert_eq!(r.ext("offset"), Some("7"), "group {g} queue {q}");
                 }
             }
         },

@@ -1051,17 +1051,18 @@ fn a_retry_send_that_used_up_its_reconsume_times_goes_to_the_dead_letter_queue()
         assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
         // The DLQ message is stored at once (its DELAY is gone); the retry goes through the
         // schedule topic, so %RETRY%G1 itself holds nothing yet.
-        let mut dlq = None;
-        for _ in 0..100 {
-            let r = invoke(max("%DLQ%G1")).await.expect("answered");
-            dlq = (r.code == rc::SUCCESS)
-                .then(|| r.ext("offset").map(str::to_owned))
-                .flatten();
-            if dlq.as_deref() == Some("1") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let dlq = poll(
+            100,
+            Duration::from_millis(50),
+            || async {
+                let r = invoke(max("%DLQ%G1")).await.expect("answered");
+                (r.code == rc::SUCCESS)
+                    .then(|| r.ext("offset").map(str::to_owned))
+                    .flatten()
+            },
+            |dlq| dlq.as_deref() == Some("1"),
+        )
+        .await;
         assert_eq!(dlq.as_deref(), Some("1"), "one message in %DLQ%G1");
         let r = invoke(max("%RETRY%G1")).await.expect("answered");
         assert_eq!(
@@ -1126,13 +1127,13 @@ fn a_new_groups_offset_is_zero_only_while_the_queue_start_is_in_memory() {
             let query = |zero: Option<&str>| query_queue("Hist", 0, zero);
             // Dispatch makes the units visible shortly after the sends are answered.
             let max = || max_offset_request("Hist", 0);
-            for _ in 0..250 {
-                let r = invoke(max()).await.expect("answered");
-                if r.ext("offset") == Some("2") {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            poll(
+                250,
+                Duration::from_millis(20),
+                || async { invoke(max()).await.expect("answered") },
+                |r| r.ext("offset") == Some("2"),
+            )
+            .await;
             let r = invoke(query(None)).await.expect("answered");
             assert_eq!(r.code, want, "ratio {ratio}: {:?}", r.remark);
             if want == rc::SUCCESS {
@@ -1202,16 +1203,18 @@ fn pulls_filter_by_the_newest_subscription_and_refuse_sql92_and_negative_offsets
             c
         };
         // The stored subscription (no subscription flag) is TagB's: the message is found.
-        let mut found = None;
-        for _ in 0..100 {
-            let r = invoke(pull(0, None)).await.expect("answered");
-            if r.code == rc::SUCCESS {
-                found = Some(r);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let r = found.expect("the TagB message is pulled by the newest subscription");
+        let r = poll(
+            100,
+            Duration::from_millis(20),
+            || async { invoke(pull(0, None)).await.expect("answered") },
+            |r| r.code == rc::SUCCESS,
+        )
+        .await;
+        assert_eq!(
+            r.code,
+            rc::SUCCESS,
+            "the TagB message is pulled by the newest subscription"
+        );
         assert!(!r.body.is_empty());
         // A SQL92 subscription in the request (flag 0x4) is refused.
         let r = invoke(pull(0x4, Some("SQL92"))).await.expect("answered");
@@ -1305,14 +1308,10 @@ fn broker_permission_changes_at_runtime_and_in_the_routes() {
             let r = broker.invoke(send(), t).await.unwrap();
             assert_eq!(r.code, send_code, "brokerPermission {perm}: {:?}", r.remark);
             let want: i64 = perm.parse().unwrap();
-            let mut got = None;
-            for _ in 0..250 {
-                got = route_perm().await;
-                if got == Some(want) {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            let got = poll(250, Duration::from_millis(20), route_perm, |got| {
+                *got == Some(want)
+            })
+            .await;
             assert_eq!(
                 got,
                 Some(want),
@@ -1352,15 +1351,14 @@ fn a_query_by_key_never_answers_another_topics_message() {
                 .with_ext("endTimestamp", i64::MAX.to_string())
         };
         // BB's message is indexed (found under its own topic) ...
-        let mut found = false;
-        for _ in 0..250 {
-            if client.invoke(query("BB"), t).await.unwrap().code == rc::SUCCESS {
-                found = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(found, "BB#k indexed");
+        let found = poll(
+            250,
+            Duration::from_millis(20),
+            || async { client.invoke(query("BB"), t).await.unwrap().code },
+            |code| *code == rc::SUCCESS,
+        )
+        .await;
+        assert_eq!(found, rc::SUCCESS, "BB#k indexed");
         // ... and not answered for Aa, whose key hash is the same.
         let r = client.invoke(query("Aa"), t).await.unwrap();
         assert_eq!(

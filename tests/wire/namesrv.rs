@@ -129,6 +129,11 @@ fn register_request(
         .with_body(body)
 }
 
+/// REGISTER_BROKER of broker-a (10.0.0.1:10911, master) with topic `T` (4/4 queues, perm RW).
+fn register_a_with_t() -> RemotingCommand {
+    register_request("broker-a", "10.0.0.1:10911", 0, &[("T", 4, 4, 6)], 1)
+}
+
 fn identity(name: &str, addr: &str, id: u64) -> BrokerIdentity {
     BrokerIdentity {
         cluster: CLUSTER.into(),
@@ -434,7 +439,7 @@ async fn bad_body_crc32_and_compressed_bodies_are_refused() {
     let ns = namesrv().await;
     let c = connect(&ns).await;
 
-    let mut bad = register_request("broker-a", "10.0.0.1:10911", 0, &[("T", 4, 4, 6)], 1);
+    let mut bad = register_a_with_t();
     let crc: i32 = bad.ext("bodyCrc32").unwrap().parse().unwrap();
     bad.ext_fields.insert("bodyCrc32", (crc ^ 1).to_string());
     let resp = call(&c, bad).await;
@@ -450,7 +455,7 @@ async fn bad_body_crc32_and_compressed_bodies_are_refused() {
         "a refused registration changes nothing"
     );
 
-    let mut compressed = register_request("broker-a", "10.0.0.1:10911", 0, &[("T", 4, 4, 6)], 1);
+    let mut compressed = register_a_with_t();
     compressed.ext_fields.insert("compressed", "true");
     let resp = call(&c, compressed).await;
     assert_eq!(resp.code, 1);
@@ -461,7 +466,7 @@ async fn bad_body_crc32_and_compressed_bodies_are_refused() {
     );
 
     // bodyCrc32 = 0 means "unchecked", as in RocketMQ.
-    let mut unchecked = register_request("broker-a", "10.0.0.1:10911", 0, &[("T", 4, 4, 6)], 1);
+    let mut unchecked = register_a_with_t();
     unchecked.ext_fields.insert("bodyCrc32", "0");
     assert_eq!(call(&c, unchecked).await.code, 0);
     assert_eq!(route(&c, "T").await.code, 0);
@@ -524,15 +529,7 @@ async fn expiry_removes_a_broker_that_stops_registering() {
 async fn unregister_broker_removes_it() {
     let ns = namesrv().await;
     let c = connect(&ns).await;
-    assert_eq!(
-        call(
-            &c,
-            register_request("broker-a", "10.0.0.1:10911", 0, &[("T", 4, 4, 6)], 1)
-        )
-        .await
-        .code,
-        0
-    );
+    assert_eq!(call(&c, register_a_with_t()).await.code, 0);
     assert_eq!(route(&c, "T").await.code, 0);
     let header = UnregisterBrokerRequestHeader {
         broker_name: "broker-a".into(),
@@ -575,15 +572,7 @@ async fn registrar_unregister_all_removes_the_broker() {
 async fn closing_the_registering_connection_drops_the_broker() {
     let ns = namesrv().await;
     let c = connect(&ns).await;
-    assert_eq!(
-        call(
-            &c,
-            register_request("broker-a", "10.0.0.1:10911", 0, &[("T", 4, 4, 6)], 1)
-        )
-        .await
-        .code,
-        0
-    );
+    assert_eq!(call(&c, register_a_with_t()).await.code, 0);
     assert!(ns.route("T").await.is_some());
     drop(c);
     eventually("broker-a to go with its connection", || async {
@@ -898,11 +887,7 @@ async fn kv_table_survives_a_restart_and_orders_routes() {
     std::fs::write(&conf, "orderMessageEnable=true\nlistenPort=1\n").unwrap();
     let ns = common::start_namesrv_in(home.path(), |o| o.config_file = Some(conf.clone())).await;
     let c = connect(&ns).await;
-    let resp = call(
-        &c,
-        register_request("broker-a", "10.0.0.1:10911", 0, &[("T", 4, 4, 6)], 1),
-    )
-    .await;
+    let resp = call(&c, register_a_with_t()).await;
     assert_eq!(resp.code, 0, "{:?}", resp.remark);
     assert_eq!(&resp.body[..], br#"{"table":{"T":"broker-a:4"}}"#);
     let r = route(&c, "T").await;
