@@ -2,6 +2,7 @@
 //! process-wide runtime owner, a client runtime per test, a name-server config with short
 //! polling, producers and consumers starting new groups at offset 0, what a listener saw
 //! ([`Got`], [`Sink`]), and error descriptions that show what the client's Display hides.
+//! Included by `tests/wire/main.rs` as `real_client`, beside `common` (see tests/common/mod.rs).
 
 use rocketmq_client_rust::{
     ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig,
@@ -20,27 +21,30 @@ use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use super::unique;
+use crate::common::unique;
 
 /// Per-request timeout handed to the client.
 pub const SEND_TIMEOUT_MS: u64 = 5_000;
 
 /// One process-wide runtime owner for the client's background work (never dropped, so it is
 /// never dropped inside an async context).
-pub static CLIENT_OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    RuntimeOwner::plan(RuntimeConfig {
-        thread_name: "actormq-client-test".to_string(),
-        ..Default::default()
-    })
-    .expect("client runtime configuration is valid")
-    .build()
-    .expect("client runtime owner starts")
-});
+pub fn client_owner() -> &'static RuntimeOwner {
+    static OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
+        RuntimeOwner::plan(RuntimeConfig {
+            thread_name: "actormq-client-test".to_string(),
+            ..Default::default()
+        })
+        .expect("client runtime configuration is valid")
+        .build()
+        .expect("client runtime owner starts")
+    });
+    &OWNER
+}
 
 /// A client runtime of its own for each test (its own client-instance pool).
 pub fn client_runtime(scope: &'static str) -> Arc<ClientRuntime> {
     ClientRuntime::try_new(
-        CLIENT_OWNER.root_context().component(scope),
+        client_owner().root_context().component(scope),
         ClientRuntimeConfig::default(),
         TelemetryHandle::noop(),
     )

@@ -6,24 +6,22 @@
 //!   lifecycle ([`broker`], [`start_broker`], [`stop_broker`], a bare name server:
 //!   [`start_namesrv_in`]), bounded waits ([`wait_until`], [`poll`], [`eventually`], [`until`]:
 //!   each polls with a bound, none sleeps "to let things happen"), unique names and test data;
-//! * [`client`] — the real client (`rocketmq-client-rust` 1.0.0) set up the way every test needs
-//!   it: runtime, producer, consumers, what a listener saw, error descriptions;
 //! * [`wire`] — raw frames and requests: [`FakeClient`], the request builders (SEND, PULL, offsets,
 //!   routes, heartbeats), a pull body's records, `/metrics` over HTTP, a slave's catch-up;
 //! * [`store`] — the store API without a broker: messages, opening (after a given previous run),
 //!   settling, reading back, directory listings, a CommitLog cut.
 //!
-//! `client` and `wire` are re-exported here (`use crate::common::*` brings them); `store` is
-//! named (`common::store::msg` is not the client's `msg`). Each binary uses a subset, hence the
-//! `dead_code` allowance. Invariant: nothing here changes process-wide state (environment, fail
+//! `wire` is re-exported here (`use crate::common::*` brings it); `store` is named. The real
+//! client (`rocketmq-client-rust` 1.0.0) set up the way every test needs it is `client.rs` beside
+//! this file, included only by the binary that starts one (`wire`, as `crate::real_client`):
+//! linking the client's crates more than doubles a test binary (231 → 542 MB for `store`). Each
+//! binary uses a subset, hence the `dead_code` allowance. Invariant: nothing here changes process-wide state (environment, fail
 //! points, ports), so tests of one binary can run on parallel threads.
 #![allow(dead_code, unused_imports)]
 
-pub mod client;
 pub mod store;
 pub mod wire;
 
-pub use client::*;
 pub use wire::*;
 
 use actormq::broker::testing::TestBroker;

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::real_client::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::protocol::body::parse_java_json;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};

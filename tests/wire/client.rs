@@ -39,6 +39,7 @@ use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 
 use crate::common::*;
+use crate::real_client::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;

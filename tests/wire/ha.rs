@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::real_client::*;
 use actormq::remoting::client::RemotingClient;
 use actormq_core::format::msg_id::decode_offset_msg_id;
 use actormq_core::protocol::codes::{request_code as rq, response_code as rc};

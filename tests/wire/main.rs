@@ -16,12 +16,14 @@
 //! test harness's default). Nothing here changes process-wide state: no fail points, no
 //! environment variables, no fixed ports; what the brokers of one process share — the actor
 //! mailbox series of `/metrics` (`metered::registry`) and the client's runtime owner
-//! (`common::CLIENT_OWNER`) — is only ever checked for presence or lower bounds, not counted.
+//! (`real_client::client_owner`) — is only ever checked for presence or lower bounds, not counted.
 // The real client's builder types nest deeply: the default 128 is not enough to compile them.
 #![recursion_limit = "512"]
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/client.rs"]
+mod real_client;
 
 mod admin;
 mod admin_codes;
