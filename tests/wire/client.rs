@@ -1378,3 +1378,39 @@ fn a_query_by_key_never_answers_another_topics_message() {
 fn raw_pull(group: &str, topic: &str, sys_flag: i32) -> RemotingCommand {
     pull_request(group, topic, 0, 0).with_ext("sysFlag", sys_flag.to_string())
 }
+
+/// SEND checks the topic once, where the request arrives, as 4.9.4's
+/// `AbstractSendMessageProcessor.msgCheck` does before anything is created or stored: a name
+/// outside `^[%|a-zA-Z0-9_-]+$` or blank is TOPIC_ILLEGAL (29) and a system topic
+/// (`SCHEDULE_TOPIC_XXXX`, `RMQ_SYS_TRANS_HALF_TOPIC`) NO_PERMISSION (16), each remark naming the
+/// rule; nothing reaches the CommitLog (the next message is stored at offset 0).
+#[test]
+fn a_send_to_an_illegal_or_system_topic_is_refused_before_anything_is_stored() {
+    run_bounded("send_topic_rules", || async {
+        let (_dir, b) = broker(&[]);
+        let client = RemotingClient::connect(&b.broker_addr)
+            .await
+            .expect("connect");
+        let invoke = |cmd| client.invoke(cmd, Duration::from_secs(5));
+        for (topic, code, remark) in [
+            ("bad topic", 29, "allowed characters"),
+            ("", 29, "blank"),
+            (&"t".repeat(128), 29, "127"),
+            ("SCHEDULE_TOPIC_XXXX", 16, "forbidden"),
+            ("RMQ_SYS_TRANS_HALF_TOPIC", 16, "forbidden"),
+        ] {
+            let r = invoke(send_one_queue(topic, "", b"x")).await.unwrap();
+            assert_eq!(r.code, code, "{topic:?}: {:?}", r.remark);
+            assert!(
+                r.remark.as_deref().unwrap_or("").contains(remark),
+                "{topic:?}: remark {:?} names {remark:?}",
+                r.remark
+            );
+        }
+        let r = invoke(send_one_queue("Fine", "", b"x")).await.unwrap();
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let id = r.ext("msgId").expect("an offset msgId");
+        assert!(id.ends_with("0000000000000000"), "stored at offset 0: {id}");
+        stop_broker(b);
+    });
+}

@@ -79,7 +79,6 @@ use actormq_core::store::reader::StoreReader;
 use actormq_core::store::schedule::{rewrite_for_delay, DelayOffsets};
 use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::transient_pool::TransientStorePool;
-use actormq_core::store::validate::check_send_topic;
 
 use crate::metered::ActorRef;
 use committer::Committer;
@@ -283,9 +282,11 @@ impl Store {
         }
     }
 
-    /// The producer path: SEND-level topic checks, the delay rewrite, then the writer.
+    /// The producer path: the delay rewrite, then the writer. The SEND-level topic rules
+    /// (`validate::check_send_topic`) are the caller's, checked once where a request arrives (the
+    /// broker's `send_refused`, before a topic is auto-created); the writer still refuses what the
+    /// record format cannot hold.
     pub async fn put(&self, mut msg: NewMessage) -> Result<AppendOk, PutError> {
-        check_send_topic(&msg.topic)?;
         rewrite_for_delay(&mut msg, self.params.delay_levels_ms.len());
         let waits = self.params.broker_role == BrokerRole::SyncMaster && writer::waits(&msg);
         let mut ok = writer::append(&self.writer, AppendMessage(msg))
@@ -356,31 +357,22 @@ impl Store {
         } else {
             Vec::new()
         };
-        let mut early: Vec<Option<PutError>> = Vec::with_capacity(n);
-        let mut pass = Vec::with_capacity(n);
-        for mut m in msgs {
-            match check_send_topic(&m.topic) {
-                Ok(()) => {
-                    rewrite_for_delay(&mut m, self.params.delay_levels_ms.len());
-                    early.push(None);
-                    pass.push(m);
-                }
-                Err(e) => early.push(Some(e)),
-            }
-        }
-        let mut results = match writer::append(&self.writer, AppendBatch(pass)).await {
-            Ok(r) => r.into_iter(),
-            Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
-        };
-        let mut out: Vec<Result<AppendOk, PutError>> = early
+        let levels = self.params.delay_levels_ms.len();
+        let msgs: Vec<NewMessage> = msgs
             .into_iter()
-            .map(|e| match e {
-                Some(err) => Err(err),
-                None => results.next().unwrap_or_else(|| {
-                    Err(PutError::new(PutStatus::UnknownError, "missing reply"))
-                }),
+            .map(|mut m| {
+                rewrite_for_delay(&mut m, levels);
+                m
             })
             .collect();
+        let mut out = match writer::append(&self.writer, AppendBatch(msgs)).await {
+            Ok(r) => r,
+            Err(e) => return (0..n).map(|_| Err(unavailable(e))).collect(),
+        };
+        // The writer answers every message; a short answer would be its bug, never a lost reply.
+        out.resize_with(n, || {
+            Err(PutError::new(PutStatus::UnknownError, "missing reply"))
+        });
         if self.params.broker_role == BrokerRole::SyncMaster {
             // One wait for the batch: the slave acks in offset order, so the furthest end
             // decides. Only appends that wait (`wait_store_msg_ok`) take its outcome.
@@ -409,9 +401,6 @@ impl Store {
         &self,
         msgs: Vec<NewMessage>,
     ) -> Result<(AppendOk, Vec<PhyOffset>), PutError> {
-        if let Some(m) = msgs.first() {
-            check_send_topic(&m.topic)?;
-        }
         if msgs
             .iter()
             .any(|m| actormq_core::store::schedule::delay_level(&m.properties).is_some())
