@@ -143,6 +143,7 @@ public class JavaDriver {
             case "admin-cluster": adminCluster(); break;
             case "wait-balanced": waitBalanced(a); break;
             case "wait-trace": waitTrace(a); break;
+            case "wait-max": waitMax(a); break;
             default: OUT.println("unknown step " + w[0]);
         }
     }
@@ -496,6 +497,24 @@ public class JavaDriver {
             if (before != null && before >= m.getQueueOffset()) return false;
         }
         return true;
+    }
+
+    /**
+     * Waits (at most 10 s) until a queue's max offset is at least `min`; prints whether it got
+     * there. A SEND's answer means the message is in the CommitLog; its ConsumeQueue entry comes
+     * after, from the broker's dispatch thread (4.9.4's ReputMessageService; ActorMQ's
+     * ReputDispatcher), so a read right after may not see it yet on either broker.
+     */
+    static void waitMax(Map<String, String> a) throws Exception {
+        MessageQueue mq = new MessageQueue(a.get("topic"), a.getOrDefault("broker", "broker-a"), Integer.parseInt(a.get("queue")));
+        long min = Long.parseLong(a.get("min"));
+        long deadline = System.currentTimeMillis() + 10000;
+        long max = adminExt().maxOffset(mq);
+        while (max < min && System.currentTimeMillis() < deadline) {
+            Thread.sleep(50);
+            max = adminExt().maxOffset(mq);
+        }
+        OUT.println("max>=" + min + " " + (max >= min));
     }
 
     /**
