@@ -144,6 +144,7 @@ public class JavaDriver {
             case "wait-balanced": waitBalanced(a); break;
             case "wait-trace": waitTrace(a); break;
             case "wait-max": waitMax(a); break;
+            case "wait-offline": waitOffline(a); break;
             default: OUT.println("unknown step " + w[0]);
         }
     }
@@ -515,6 +516,29 @@ public class JavaDriver {
             max = adminExt().maxOffset(mq);
         }
         OUT.println("max>=" + min + " " + (max >= min));
+    }
+
+    /**
+     * Waits (at most 10 s) until no consumer of the group is online at the broker; prints whether
+     * none is. A consumer's shutdown unregisters it (UNREGISTER_CLIENT), but a heartbeat its timer
+     * sends meanwhile can register it again until the broker has handled its connection's
+     * close, which may come after the shutdown has returned, on either broker; a new consumer of
+     * the group started before that shares the queues with the one gone in its first rebalance.
+     */
+    static void waitOffline(Map<String, String> a) throws Exception {
+        long deadline = System.currentTimeMillis() + 10000;
+        int online;
+        while (true) {
+            try {
+                online = adminExt().examineConsumerConnectionInfo(a.get("group"), broker).getConnectionSet().size();
+            } catch (org.apache.rocketmq.client.exception.MQBrokerException e) {
+                if (e.getResponseCode() != org.apache.rocketmq.common.protocol.ResponseCode.CONSUMER_NOT_ONLINE) throw e;
+                online = 0;
+            }
+            if (online == 0 || System.currentTimeMillis() >= deadline) break;
+            Thread.sleep(50);
+        }
+        OUT.println("offline " + (online == 0));
     }
 
     /**
