@@ -387,6 +387,18 @@ pub fn start_on<S: Service + Send>(arbiter: Option<&ArbiterHandle>, service: S) 
     ActorRef { addr, probe }
 }
 
+/// Starts a service on `arbiter`, a thread it shares with other actors (its name is the
+/// arbiter's, set once by whoever made it).
+pub fn start_beside<S: Service + Send>(arbiter: &ArbiterHandle, service: S) -> ActorRef<S> {
+    let probe = probe(S::NAME);
+    let actor = Metered {
+        inner: service,
+        probe,
+    };
+    let addr = Metered::start_in_arbiter(arbiter, move |_| actor);
+    ActorRef { addr, probe }
+}
+
 /// Names a dedicated arbiter's thread after its actor, so `top -H`, `perf` and core dumps show
 /// which subsystem a thread is (Linux keeps 15 bytes).
 pub fn name_thread(arbiter: &ArbiterHandle, name: &'static str) {

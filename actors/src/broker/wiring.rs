@@ -42,7 +42,7 @@ use super::pull_hold::PullHold;
 use super::registrar::{register_and_wait, BrokerIdentity, Registrar};
 use super::settings::ProcessorSettings;
 use super::slave_sync;
-use crate::metered::{start_on, ActorRef};
+use crate::metered::{start_beside, start_on, ActorRef};
 use crate::metrics::{BrokerLabels, BrokerMetrics, MetricsServer, ScrapeSources};
 use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvOptions};
 use crate::remoting::server::ConnectionThreads;
@@ -430,7 +430,12 @@ fn start_actors(
         ha,
         clients: start_on(None, registry),
         subs,
-        pull_hold: start_on(None, PullHold::new(store.reader().clone())),
+        // On dispatch's thread: the arrival after each dispatched batch is a same-thread hint,
+        // not a wake of another thread per batch (most find no pull parked).
+        pull_hold: start_beside(
+            store.dispatch_arbiter(),
+            PullHold::new(store.reader().clone()),
+        ),
     })
 }
 

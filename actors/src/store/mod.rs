@@ -177,6 +177,9 @@ pub struct Store {
     /// The "ha" thread (`HaMaster` runs there; the broker puts the HA connections or the
     /// slave there too). Stopped with the store's other threads at shutdown.
     ha_arbiter: actix::ArbiterHandle,
+    /// The "dispatch" thread (reput and the ConsumeQueue and index builders; the broker puts
+    /// the pull hold there, next to the arrivals it waits for).
+    dispatch_arbiter: actix::ArbiterHandle,
     /// Taken (emptied) by `shutdown`. A mutex only so that `Store` is `Sync` (connection threads
     /// share it); it is touched once, at shutdown.
     arbiters: std::sync::Mutex<Vec<Arbiter>>,
@@ -319,6 +322,11 @@ impl Store {
     /// Replication's thread, where the HA connections or the slave belong (see the field).
     pub fn ha_arbiter(&self) -> &actix::ArbiterHandle {
         &self.ha_arbiter
+    }
+
+    /// Dispatch's thread, where whatever reacts to each dispatched batch belongs (see the field).
+    pub fn dispatch_arbiter(&self) -> &actix::ArbiterHandle {
+        &self.dispatch_arbiter
     }
 
     /// A slave: writes CommitLog bytes its master sent at `start` (see

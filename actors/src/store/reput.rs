@@ -5,6 +5,14 @@
 //! In: [`Wake`] (coalesced; from the writer in ASYNC_FLUSH, from the committer with write
 //! buffers, from the group committer after each flush in SYNC_FLUSH), a periodic tick as a safety
 //! net.
+//!
+//! Rounds are paced: a wake less than [`ROUND_GAP`] after the last round began waits for the
+//! rest of the gap, leaving the wake flag set so the writer sends no more wakes meanwhile. A wake
+//! after a quiet spell dispatches at once, and a round that left a backlog (a batch cap reached)
+//! is followed at once by the next. Under load that is at most one round per millisecond, each
+//! with many records, as RocketMQ's ReputMessageService (store/.../DefaultMessageStore.java:
+//! `Thread.sleep(1)` between its rounds) — before, sync ×8 ran 0.15–0.22 rounds per SEND at
+//! ≈ 68 µs of CPU each, 15 of its 40 µs per message.
 //! Out: [`Dispatch`] `{from, to}` to both builders, awaited together before the next batch, so a
 //! slow builder slows dispatch instead of growing a queue.
 //!
@@ -40,6 +48,9 @@ use crate::metered::{ActorRef, Metered, Serve, Service};
 pub(crate) const MAX_BATCH_BYTES: u64 = 4 << 20;
 /// Largest number of records handed to the builders in one message.
 const MAX_BATCH_RECORDS: usize = 8192;
+/// Shortest time from the start of one round to the start of the next, unless a backlog is
+/// waiting (module docs).
+pub(crate) const ROUND_GAP: Duration = Duration::from_millis(1);
 
 pub struct ReputDispatcher {
     view: FileQueueView,
@@ -52,6 +63,10 @@ pub struct ReputDispatcher {
     cq: ActorRef<ConsumeQueueBuilder>,
     index: Option<ActorRef<IndexBuilder>>,
     busy: bool,
+    /// When the last round began, for pacing.
+    last_round: Option<Instant>,
+    /// A paced pump is scheduled (the wake flag stays set until it runs).
+    paced: bool,
     /// Set while batches fail: when to try again and what to say.
     failing: Option<Failing>,
 }
@@ -115,6 +130,8 @@ impl ReputDispatcher {
             cq,
             index,
             busy: false,
+            last_round: None,
+            paced: false,
             failing: None,
         }
     }
@@ -193,6 +210,10 @@ impl ReputDispatcher {
         if end <= from {
             return;
         }
+        // Whether records beyond this batch were already visible: then the next round follows
+        // at once, unpaced.
+        let backlog = end.0 < visible;
+        self.last_round = Some(Instant::now());
         self.busy = true;
         let d = Dispatch { from, to: end };
         let cq = self.cq.clone();
@@ -216,7 +237,9 @@ impl ReputDispatcher {
                     Ok(()) => {
                         act.state.dispatched.store(end.0, Ordering::Release);
                         act.succeeded();
-                        act.pump(ctx);
+                        if backlog {
+                            act.pump(ctx);
+                        }
                     }
                     Err(e) => act.failed(&e, d.from.0),
                 }
@@ -238,8 +261,25 @@ impl Service for ReputDispatcher {
 impl Serve<Wake> for ReputDispatcher {
     type Reply = ();
     fn serve(&mut self, _: Wake, ctx: &mut Context<Metered<Self>>) {
-        crate::wake::clear(&self.woken);
-        self.pump(ctx);
+        if self.paced {
+            return;
+        }
+        let now = Instant::now();
+        match self.last_round.map(|t| t + ROUND_GAP) {
+            Some(next) if next > now => {
+                self.paced = true;
+                ctx.run_later(next - now, |act, ctx| {
+                    let act = &mut act.inner;
+                    act.paced = false;
+                    crate::wake::clear(&act.woken);
+                    act.pump(ctx);
+                });
+            }
+            _ => {
+                crate::wake::clear(&self.woken);
+                self.pump(ctx);
+            }
+        }
     }
 }
 
