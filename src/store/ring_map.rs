@@ -13,13 +13,18 @@
 //! writer commits before it would cross that line (`MappedFile::ring_room`), and after every batch
 //! (in SYNC_FLUSH, for appends that wait for the flush, after every burst of its mailbox).
 //!
-//! The ring's pages are populated at creation and stay resident (the memfd keeps them): the writer
-//! never takes a page fault on them, whatever the file position.
+//! The ring's pages are allocated at creation and stay resident (the memfd keeps them), but each
+//! window needs its own page-table entries: only the first window's are made at creation (a whole
+//! span's would cost a 1 GiB file 262,144 entries before its first byte). The owner maps the rest
+//! ahead of its writes with [`RingMap::populate`] (`MappedFile::ring_room`), a few hundred entries
+//! per call, instead of one page fault per 4 KiB in each window on its first pass (0.27 faults per
+//! 1 KiB message measured). Entries stay for the ring's life, so later files in it fault nowhere.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const PAGE: usize = 4096;
+const MADV_POPULATE_WRITE: libc::c_int = 23;
 
 pub struct RingMap {
     base: *mut u8,
@@ -90,11 +95,9 @@ impl RingMap {
             }
             off += ring;
         }
-        // Every page of the ring present now: the writer never faults on it. Best effort (an
-        // older kernel without POPULATE_WRITE faults the pages on first use instead).
-        const MADV_POPULATE_WRITE: libc::c_int = 23;
-        // SAFETY: advice on the first window, inside the span.
-        unsafe { libc::madvise(map.base.cast(), ring, MADV_POPULATE_WRITE) };
+        // Every page of the ring allocated now, and the first window's entries made. Best effort
+        // (an older kernel without POPULATE_WRITE faults the pages on first use instead).
+        map.populate(0, ring);
         // The windows keep the memfd alive; the fd itself is no longer needed.
         drop(fd);
         Ok(map)
@@ -102,6 +105,30 @@ impl RingMap {
 
     pub fn as_mut_ptr(&self) -> *mut u8 {
         self.base
+    }
+
+    /// Maps the pages of `[start, start + len)` of the span (clamped to it; page-rounded) so that
+    /// writing them takes no page fault. Never changes content: pages already mapped are left
+    /// alone, so it may run while the owner writes elsewhere in the span. False when the kernel
+    /// lacks `MADV_POPULATE_WRITE` (5.14+; the pages then fault on first use, as before).
+    pub fn populate(&self, start: usize, len: usize) -> bool {
+        let start = start.min(self.len) & !(PAGE - 1);
+        let end = start
+            .saturating_add(len)
+            .min(self.len)
+            .next_multiple_of(PAGE)
+            .min(self.len);
+        if end <= start {
+            return true;
+        }
+        // SAFETY: advice on a page-aligned sub-range of the span this value owns.
+        unsafe {
+            libc::madvise(
+                self.base.add(start).cast(),
+                end - start,
+                MADV_POPULATE_WRITE,
+            ) == 0
+        }
     }
     pub fn len(&self) -> usize {
         self.len
@@ -144,6 +171,40 @@ mod tests {
             &[9, 10],
             "the last (partial) window too"
         );
+    }
+
+    /// Minor page faults this thread has taken so far.
+    fn minor_faults() -> i64 {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
+        u.ru_minflt
+    }
+
+    #[test]
+    fn populate_maps_a_later_window_so_writing_it_takes_no_fault_and_changes_no_byte() {
+        let m = RingMap::new(16 * PAGE, 4 * PAGE).unwrap();
+        // SAFETY: the span is `len` bytes of writable memory owned by the test.
+        let s = unsafe { std::slice::from_raw_parts_mut(m.as_mut_ptr(), m.len()) };
+        s[PAGE + 3] = 9;
+        // Window 1 (pages 4..8) not populated: each page written faults once.
+        let f0 = minor_faults();
+        s[4 * PAGE] = 1;
+        s[6 * PAGE] = 1;
+        let unpopulated = minor_faults() - f0;
+        if !m.populate(8 * PAGE + 100, 2 * PAGE) {
+            return; // a kernel without MADV_POPULATE_WRITE: nothing to check
+        }
+        let f1 = minor_faults();
+        s[8 * PAGE] = 2;
+        s[9 * PAGE + 7] = 2;
+        let populated = minor_faults() - f1;
+        assert_eq!((unpopulated, populated), (2, 0));
+        // The populated window shows the ring's bytes, unchanged.
+        assert_eq!(s[9 * PAGE + 3], 9);
+        // Out of range or empty: nothing to do, no error.
+        assert!(m.populate(20 * PAGE, PAGE));
+        assert!(m.populate(PAGE, 0));
     }
 
     #[test]

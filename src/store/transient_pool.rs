@@ -232,9 +232,10 @@ impl TransientStorePool {
         let Some(b) = self.buffers.get(idx) else {
             return false;
         };
-        // A ring's pages are populated when it is made; there is nothing more to fault in.
-        if matches!(b.map, Backing::Ring(_)) {
-            return true;
+        // A ring's memory is allocated when it is made; only a window's page-table entries
+        // may be missing (see `RingMap::populate`).
+        if let Backing::Ring(r) = &b.map {
+            return r.populate(start, len);
         }
         let start = start.min(self.buffer_size) & !4095;
         let len = len.min(self.buffer_size - start);
@@ -316,6 +317,11 @@ impl BufferLease {
     /// A ring buffer's memory size: positions this far apart share their bytes.
     pub fn ring_size(&self) -> Option<usize> {
         self.pool.ring
+    }
+    /// Pre-faults `[start, start + len)` of this buffer for writing (see
+    /// [`TransientStorePool::prefault`]).
+    pub fn prefault(&self, start: usize, len: usize) -> bool {
+        self.pool.prefault(self.idx, start, len)
     }
 }
 
