@@ -775,8 +775,18 @@ pub fn check(buf: &[u8], check_crc: bool) -> Result<Check<'_>, DecodeError> {
         prepared_tx_offset,
         body,
         topic: utf8(topic, TOPIC, topic_at)?,
-        properties: String::from_utf8_lossy(props),
+        properties: lossy(props),
     }))
+}
+
+/// `String::from_utf8_lossy`, with the valid case first: `str::from_utf8` checks ASCII a word at
+/// a time, where the lossy decoder walks chunk by chunk — 12 % of the dispatch thread's time in a
+/// profile of 1 KiB sends, for properties that are nearly always valid.
+fn lossy(props: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(props) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(props),
+    }
 }
 
 #[cfg(test)]
