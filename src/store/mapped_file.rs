@@ -94,6 +94,8 @@ pub struct MappedFile {
     write_buffer: OnceLock<BufferLease>,
     /// Ring files, owner only: the write ring's pages are mapped up to here (`ring_room`).
     ring_mapped_upto: AtomicU64,
+    /// Ring files, owner only: the ring's pages are unmapped below here (`ring_room`).
+    ring_unmapped_upto: AtomicU64,
     /// Set when the file is being retired; readers stop handing out new views of it.
     unavailable: AtomicBool,
     /// Bytes from the start known zero-written (see the module docs): what a [`ZeroAhead`] got
@@ -260,6 +262,7 @@ impl MappedFile {
             flushed: AtomicU64::new(0),
             write_buffer: OnceLock::new(),
             ring_mapped_upto: AtomicU64::new(0),
+            ring_unmapped_upto: AtomicU64::new(0),
             unavailable: AtomicBool::new(false),
             zeroed_upto: 0,
         }
@@ -333,7 +336,9 @@ impl MappedFile {
     /// would overwrite bytes not yet in the file). A no-op for other files.
     ///
     /// It also maps the ring's pages ahead of the write, [`RING_MAP_AHEAD`] at a time, so the
-    /// writer takes no page fault in the ring's later windows (`RingMap::populate`).
+    /// writer takes no page fault in the ring's later windows (`RingMap::populate`), and unmaps
+    /// them more than a ring (and a step) behind it, where no commit reads any more, so the
+    /// resident set counts the ring once, not once per window (`RingMap::unmap`).
     pub fn ring_room(&self, pos: u64, len: u64) -> io::Result<()> {
         let Some((buf, ring)) = self
             .write_buffer
@@ -349,6 +354,12 @@ impl MappedFile {
             // Best effort: without the advice the pages fault on first write, as before.
             buf.prefault(from as usize, (to - from) as usize);
             self.ring_mapped_upto.store(to, Ordering::Relaxed);
+            let behind = pos.saturating_sub(ring as u64 + RING_MAP_AHEAD) & !(OS_PAGE_SIZE - 1);
+            let unmapped = self.ring_unmapped_upto.load(Ordering::Relaxed);
+            if behind > unmapped {
+                buf.unmap_ring_pages(unmapped as usize, (behind - unmapped) as usize);
+                self.ring_unmapped_upto.store(behind, Ordering::Relaxed);
+            }
         }
         if pos + len > self.committed.load(Ordering::Acquire) + ring as u64 {
             self.commit(0)?;

@@ -18,7 +18,9 @@
 //! span's would cost a 1 GiB file 262,144 entries before its first byte). The owner maps the rest
 //! ahead of its writes with [`RingMap::populate`] (`MappedFile::ring_room`), a few hundred entries
 //! per call, instead of one page fault per 4 KiB in each window on its first pass (0.27 faults per
-//! 1 KiB message measured). Entries stay for the ring's life, so later files in it fault nowhere.
+//! 1 KiB message measured). Behind the write it drops them again ([`RingMap::unmap`]): the kernel
+//! counts a shared page once per mapping in the resident set (`RssShmem`), so a ring whose windows
+//! all kept their entries showed as a whole file's worth (1 GiB) of memory for 16 MiB used.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -136,6 +138,26 @@ impl RingMap {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// Drops the page-table entries of `[start, start + len)` of the span (clamped; pages whole
+    /// inside it only). The bytes stay in the ring (the memfd holds them): a later access maps
+    /// them again, unchanged. For the resident set's sake only (module docs).
+    pub fn unmap(&self, start: usize, len: usize) -> bool {
+        let start = start.min(self.len).next_multiple_of(PAGE).min(self.len);
+        let end = start.saturating_add(len).min(self.len) & !(PAGE - 1);
+        if end <= start {
+            return true;
+        }
+        // SAFETY: advice on a page-aligned sub-range of the span this value owns; on a shared
+        // mapping MADV_DONTNEED removes mappings, never the memfd's pages or their bytes.
+        unsafe {
+            libc::madvise(
+                self.base.add(start).cast(),
+                end - start,
+                libc::MADV_DONTNEED,
+            ) == 0
+        }
+    }
+
     /// Bytes of memory behind the span: how far apart two positions may be before they alias.
     pub fn ring(&self) -> usize {
         self.ring
@@ -202,7 +224,16 @@ mod tests {
         assert_eq!((unpopulated, populated), (2, 0));
         // The populated window shows the ring's bytes, unchanged.
         assert_eq!(s[9 * PAGE + 3], 9);
+        // Unmapped, the pages fault back in on the next write (a read fault would map its
+        // neighbours too: the kernel's fault-around) and keep their bytes.
+        assert!(m.unmap(8 * PAGE, 2 * PAGE));
+        let f2 = minor_faults();
+        s[8 * PAGE + 1] = 3;
+        s[9 * PAGE + 8] = 3;
+        assert_eq!(minor_faults() - f2, 2);
+        assert_eq!((s[8 * PAGE], s[9 * PAGE + 3], s[9 * PAGE + 7]), (2, 9, 2));
         // Out of range or empty: nothing to do, no error.
+        assert!(m.unmap(20 * PAGE, PAGE));
         assert!(m.populate(20 * PAGE, PAGE));
         assert!(m.populate(PAGE, 0));
     }

@@ -323,6 +323,14 @@ impl BufferLease {
     pub fn prefault(&self, start: usize, len: usize) -> bool {
         self.pool.prefault(self.idx, start, len)
     }
+    /// A write ring's `[start, start + len)`: drops the pages' mappings, keeping their bytes
+    /// (`RingMap::unmap`). False, and nothing done, for any other buffer (its bytes would go).
+    pub fn unmap_ring_pages(&self, start: usize, len: usize) -> bool {
+        match &self.pool.buffers[self.idx].map {
+            Backing::Ring(r) => r.unmap(start, len),
+            Backing::Anon(_) => false,
+        }
+    }
 }
 
 impl Drop for BufferLease {
