@@ -57,6 +57,43 @@ impl Stat {
     }
 }
 
+/// The resident set by kind, bytes (`/proc/<pid>/status`: `RssAnon`, `RssFile`, `RssShmem`).
+/// A broker's resident set is mostly the last two: pages of the mapped store files it has read
+/// or written (page cache the kernel may take back) and shared memory (the CommitLog write
+/// rings); `anon` is its own heap and stacks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RssParts {
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+}
+
+/// Parses the `Rss*` lines of a `/proc/<pid>/status` (values in kB).
+pub fn parse_status_rss(text: &str) -> Result<RssParts, String> {
+    let kb = |name: &str| -> Result<u64, String> {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .ok_or_else(|| format!("no {name} line"))?;
+        let v = line.trim().trim_end_matches("kB").trim();
+        v.parse::<u64>()
+            .map(|k| k * 1024)
+            .map_err(|_| format!("{name} is {v:?}, not a number of kB"))
+    };
+    Ok(RssParts {
+        anon: kb("RssAnon")?,
+        file: kb("RssFile")?,
+        shmem: kb("RssShmem")?,
+    })
+}
+
+/// [`parse_status_rss`] of `/proc/<pid>/status` (this process's without a pid).
+pub fn read_rss_parts(pid: Option<u32>) -> Result<RssParts, ProcError> {
+    let path = proc_dir(pid).join("status");
+    let text = read(&path)?;
+    parse_status_rss(&text).map_err(|what| ProcError::Parse { path, what })
+}
+
 /// Parses one `/proc/<pid>/stat` (or `task/<tid>/stat`) line (`proc(5)`): `pid (comm) state ...`,
 /// fields numbered from 1, counted after the last `)`.
 pub fn parse_stat(line: &str) -> Result<Stat, String> {
@@ -277,5 +314,27 @@ mod tests {
             full_thread_name("abcdefghijklmno", &ambiguous),
             "abcdefghijklmno"
         );
+    }
+
+    #[test]
+    fn the_resident_set_by_kind_from_status() {
+        let t = "Name:\tactormq\nVmRSS:\t  639668 kB\nRssAnon:\t   54548 kB\nRssFile:\t  287944 kB\nRssShmem:\t  297176 kB\n";
+        assert_eq!(
+            parse_status_rss(t),
+            Ok(RssParts {
+                anon: 54548 * 1024,
+                file: 287944 * 1024,
+                shmem: 297176 * 1024
+            })
+        );
+        assert!(parse_status_rss("RssAnon: 1 kB\n")
+            .unwrap_err()
+            .contains("RssFile"));
+        assert!(
+            parse_status_rss("RssAnon: x kB\nRssFile: 1 kB\nRssShmem: 1 kB")
+                .unwrap_err()
+                .contains("RssAnon")
+        );
+        assert!(read_rss_parts(None).is_ok_and(|p| p.anon > 0));
     }
 }
