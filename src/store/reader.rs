@@ -77,6 +77,21 @@ impl AsRef<[u8]> for Mapped {
     }
 }
 
+impl GetResult {
+    /// Adds a record read at queue offset `at`; the first one sizes the lists for `max_msgs`,
+    /// so a whole batch never regrows them.
+    fn push(&mut self, slice: ReadSlice, at: QueueOffset, max_msgs: usize) {
+        if self.messages.is_empty() {
+            let n = max_msgs.min(1024);
+            self.messages.reserve_exact(n);
+            self.queue_offsets.reserve_exact(n);
+        }
+        self.total_bytes += slice.len();
+        self.messages.push(slice);
+        self.queue_offsets.push(at);
+    }
+}
+
 /// Tag filter by hash, as the ConsumeQueue stores it. `None` = everything (`*`).
 #[derive(Clone, Debug, Default)]
 pub struct TagFilter {
@@ -298,7 +313,11 @@ impl StoreReader {
         let max_msgs = limits.max_msgs.max(1);
         // RocketMQ scans at most max(16000, maxMsgNums * 20) ConsumeQueue bytes per pull.
         let max_scan_units = (16_000 / CQ_UNIT_SIZE).max(max_msgs);
-        let mut units: Vec<CqUnit> = Vec::with_capacity(max_msgs.min(1024));
+        // Units are decoded in batches: first as many as a batch without filtered units needs
+        // (one more than `max_msgs`: the unit that finds the batch full), then up to 1024 at a
+        // time — not the whole scan budget (800 units) for a PULL that takes 32.
+        let first_batch = max_msgs.saturating_add(1).min(1024);
+        let mut units: Vec<CqUnit> = Vec::with_capacity(first_batch);
         let mut cur = offset;
         let mut scanned = 0usize;
         let mut removing = false;
@@ -308,7 +327,8 @@ impl StoreReader {
         let mut last_phy = 0u64;
         'scan: while scanned < max_scan_units && cur < max {
             units.clear();
-            q.units_from(cur, (max_scan_units - scanned).min(1024), &mut units);
+            let batch = if scanned == 0 { first_batch } else { 1024 };
+            q.units_from(cur, (max_scan_units - scanned).min(batch), &mut units);
             if units.is_empty() {
                 if res.messages.is_empty() && scanned == 0 {
                     res.status = GetStatus::OffsetFoundNull;
@@ -342,11 +362,7 @@ impl StoreReader {
                     continue;
                 }
                 match self.commit_log.read(u.phy_offset as u64, u.size as usize) {
-                    Some(slice) => {
-                        res.total_bytes += slice.len();
-                        res.messages.push(slice);
-                        res.queue_offsets.push(cur);
-                    }
+                    Some(slice) => res.push(slice, cur, max_msgs),
                     None => removing = true,
                 }
                 cur = cur.plus(1);
