@@ -36,7 +36,8 @@ use actormq_core::protocol::command::RemotingCommand;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::AsyncWrite;
 
-/// Iovecs handed to one `writev`: two PULL answers of 32 records each (Linux's limit is 1024).
+/// Iovecs handed to one `writev`: three PULL answers of 32 records (33 chunks each: the head,
+/// then the records); Linux takes up to 1024.
 const MAX_IOVECS: usize = 128;
 
 /// The bytes queued for a socket, in order: `chunks`, then `buf`.
