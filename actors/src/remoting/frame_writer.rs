@@ -340,6 +340,55 @@ mod tests {
         }
     }
 
+    /// A PULL answer queued behind a slow socket while retention deletes the CommitLog file its
+    /// records lie in: the queued parts keep the file mapped, and the bytes that leave are the
+    /// records as they were read.
+    #[test]
+    fn records_queued_while_retention_deletes_their_file_leave_intact() {
+        use actormq_core::store::mapped_file::Warm;
+        use actormq_core::store::mapped_file_queue::MappedFileQueue;
+        use actormq_core::store::reader::mapped_bytes;
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 64 * 1024).unwrap();
+        let first = q.create_and_push(0, Warm::No).unwrap();
+        let records: Vec<Vec<u8>> = (0..32u8).map(|i| vec![i; 1199]).collect();
+        let all = records.concat();
+        unsafe { first.write_slice(0, all.len()).copy_from_slice(&all) };
+        first.publish_wrote(64 * 1024);
+        q.create_and_push(64 * 1024, Warm::No).unwrap();
+        let view = q.view();
+        let parts: Vec<Bytes> = (0..32u64)
+            .map(|i| mapped_bytes(view.read(i * 1199, 1199).unwrap()))
+            .collect();
+        let req = RemotingCommand::new_request(11).with_opaque(3);
+        let reply = RemotingCommand::response_to(&req, 0, Some("FOUND".into()))
+            .with_ext("nextBeginOffset", "32")
+            .with_body_parts(parts);
+        let mut golden = BytesMut::new();
+        encode_frame(
+            &reply.clone().with_body_parts(Vec::new()).with_body(all),
+            &mut golden,
+        );
+
+        let mut queue = Queue::default();
+        queue.push(reply);
+        let mut io = Slow::new(1000);
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let _ = queue.poll_write_some(&mut io, &mut cx); // part of it leaves before the delete
+        let path = first.path().to_path_buf();
+        drop(first);
+        assert_eq!(q.delete_files(&q.files()[..1]).unwrap(), 1);
+        assert!(!path.exists());
+        while !queue.is_empty() {
+            let _ = queue.poll_write_some(&mut io, &mut cx);
+        }
+        assert!(
+            io.out == golden[..],
+            "the bytes sent are the records as read"
+        );
+    }
+
     /// A frame without parts, with nothing else queued, goes out with a plain write.
     #[test]
     fn a_frame_without_parts_is_one_plain_write() {
