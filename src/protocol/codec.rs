@@ -19,6 +19,9 @@
 //!   malformed frames are rejected as soon as the first 8 bytes arrive, before anything is
 //!   buffered for them.
 //! * The decoded body is a zero-copy slice of the received frame.
+//! * A command's `body_parts` are body bytes after its `body`: [`encode_frame`] copies them,
+//!   [`encode_frame_head`] leaves them for the caller to send after the head; either way the
+//!   bytes on the wire are the same.
 //! * `decode(encode(c)) == c` for every command the encoding can represent (see the property
 //!   tests; the ROCKETMQ header limits are listed in its module).
 
@@ -125,23 +128,41 @@ pub fn decode_frame(
         remark: parts.remark,
         ext_fields: parts.ext_fields,
         body: frame.slice(header_end..),
+        body_parts: Vec::new(),
         serialize_type,
     }))
 }
 
-/// Appends `cmd` as one frame to `out`, its header in `cmd.serialize_type`.
+/// Appends `cmd` as one frame to `out`, its header in `cmd.serialize_type` (the body: `body`,
+/// then each of `body_parts`, copied).
 ///
 /// The caller bounds what it sends: a command whose header exceeds [`MAX_HEADER_BYTES`] or whose
 /// frame exceeds `i32::MAX` cannot be framed (debug builds assert). Use [`try_encode_frame`] to
 /// enforce a limit instead.
 pub fn encode_frame(cmd: &RemotingCommand, out: &mut BytesMut) {
     let start = out.len();
-    let header_len = write_prefix_and_header(cmd, out);
+    let header_len = write_prefix_and_header(cmd, out, cmd.body_len());
     debug_assert!(
         header_len <= MAX_HEADER_BYTES,
         "header of {header_len} bytes"
     );
-    finish_frame(cmd, out, start, header_len);
+    finish_frame(cmd, out, start, header_len, true);
+}
+
+/// Appends all of `cmd`'s frame but its `body_parts`: the two leading words (the length counting
+/// the parts), the header and `body`. The caller sends the parts right after, in order — a
+/// server's connection writes them from where they lie (`writev`) instead of copying them — so
+/// the bytes on the wire are exactly [`encode_frame`]'s. Without parts this is [`encode_frame`].
+///
+/// The same bounds as [`encode_frame`] apply (debug builds assert).
+pub fn encode_frame_head(cmd: &RemotingCommand, out: &mut BytesMut) {
+    let start = out.len();
+    let header_len = write_prefix_and_header(cmd, out, cmd.body.len());
+    debug_assert!(
+        header_len <= MAX_HEADER_BYTES,
+        "header of {header_len} bytes"
+    );
+    finish_frame(cmd, out, start, header_len, false);
 }
 
 /// Like [`encode_frame`], but refuses (leaving `out` as it was) a frame larger than `max_frame`
@@ -153,8 +174,9 @@ pub fn try_encode_frame(
     max_frame: usize,
 ) -> Result<(), FrameError> {
     let start = out.len();
-    let header_len = write_prefix_and_header(cmd, out);
-    let total = PREFIX + header_len + cmd.body.len();
+    let body_len = cmd.body_len();
+    let header_len = write_prefix_and_header(cmd, out, body_len);
+    let total = PREFIX + header_len + body_len;
     let refusal = if header_len > MAX_HEADER_BYTES {
         Some(FrameError::InvalidHeader {
             reason: format!("header of {header_len} bytes exceeds the 24-bit length field"),
@@ -173,16 +195,17 @@ pub fn try_encode_frame(
             Err(e)
         }
         None => {
-            finish_frame(cmd, out, start, header_len);
+            finish_frame(cmd, out, start, header_len, true);
             Ok(())
         }
     }
 }
 
-/// Writes placeholder length/type words and the header; returns the header length.
-fn write_prefix_and_header(cmd: &RemotingCommand, out: &mut BytesMut) -> usize {
+/// Writes placeholder length/type words and the header, with room for `body` more bytes after
+/// it; returns the header length.
+fn write_prefix_and_header(cmd: &RemotingCommand, out: &mut BytesMut, body: usize) -> usize {
     let start = out.len();
-    out.reserve(PREFIX + 256 + cmd.body.len());
+    out.reserve(PREFIX + 256 + body);
     out.put_u64(0); // length and type words, patched by `finish_frame`
     match cmd.serialize_type {
         SerializeType::Json => json_header::encode(cmd, out),
@@ -191,10 +214,23 @@ fn write_prefix_and_header(cmd: &RemotingCommand, out: &mut BytesMut) -> usize {
     out.len() - start - PREFIX
 }
 
-/// Appends the body and patches the two leading words of the frame that begins at `start`.
-fn finish_frame(cmd: &RemotingCommand, out: &mut BytesMut, start: usize, header_len: usize) {
+/// Appends the body (`body`, and the parts if `with_parts`; else they follow on the wire) and
+/// patches the two leading words of the frame that begins at `start`.
+fn finish_frame(
+    cmd: &RemotingCommand,
+    out: &mut BytesMut,
+    start: usize,
+    header_len: usize,
+    with_parts: bool,
+) {
     out.extend_from_slice(&cmd.body);
-    let frame_len = out.len() - start - LENGTH_WORD;
+    let mut frame_len = out.len() - start - LENGTH_WORD;
+    for part in &cmd.body_parts {
+        if with_parts {
+            out.extend_from_slice(part);
+        }
+        frame_len += part.len();
+    }
     debug_assert!(
         i32::try_from(frame_len).is_ok(),
         "frame of {frame_len} bytes"
@@ -317,6 +353,95 @@ mod tests {
         let back = decode_all(&out).unwrap().unwrap();
         assert_eq!(back, cmd);
         assert!(back.is_oneway());
+    }
+
+    /// A PULL_FOUND answer as the broker builds it: PullMessageResponseHeader's fields, remark
+    /// FOUND, and the records as body parts (each its own `Bytes`, as slices of the mapped
+    /// CommitLog are).
+    fn pull_found(serialize_type: SerializeType, records: &[&'static [u8]]) -> RemotingCommand {
+        let req = RemotingCommand::new_request(11)
+            .with_opaque(77)
+            .with_serialize_type(serialize_type);
+        let hdr = crate::protocol::header::PullMessageResponseHeader {
+            suggest_which_broker_id: 0,
+            next_begin_offset: 35,
+            min_offset: 0,
+            max_offset: 4096,
+            ..Default::default()
+        };
+        RemotingCommand::response_to(&req, 0, Some("FOUND".into()))
+            .with_ext_fields(hdr.to_ext_fields())
+            .with_body_parts(records.iter().map(|r| Bytes::from_static(r)).collect())
+    }
+
+    const RECORDS: [&[u8]; 3] = [b"first record", b"", b"third, after an empty part"];
+
+    /// The bytes of a PULL_FOUND frame (JSON header) as the broker sent them when it copied the
+    /// records into one body: whichever way the body travels — copied by `encode_frame`, or
+    /// `encode_frame_head` followed by the parts as they lie — the wire bytes are these.
+    #[test]
+    fn pull_found_golden_frame_bytes_with_body_parts() {
+        let header = br#"{"code":0,"language":"JAVA","version":401,"opaque":77,"flag":1,"remark":"FOUND","extFields":{"suggestWhichBrokerId":"0","nextBeginOffset":"35","minOffset":"0","maxOffset":"4096"},"serializeTypeCurrentRPC":"JSON"}"#;
+        let golden = frame(0, header, &RECORDS.concat());
+        let cmd = pull_found(SerializeType::Json, &RECORDS);
+        assert_eq!(cmd.body_len(), RECORDS.concat().len());
+
+        let mut copied = BytesMut::new();
+        encode_frame(&cmd, &mut copied);
+        assert_eq!(copied.to_vec(), golden, "encode_frame");
+
+        let mut tried = BytesMut::new();
+        try_encode_frame(&cmd, &mut tried, MAX_FRAME_BYTES).unwrap();
+        assert_eq!(tried.to_vec(), golden, "try_encode_frame");
+
+        let mut head = BytesMut::new();
+        encode_frame_head(&cmd, &mut head);
+        let mut sent = head.to_vec();
+        assert_eq!(sent.len(), golden.len() - RECORDS.concat().len());
+        for part in &cmd.body_parts {
+            sent.extend_from_slice(part);
+        }
+        assert_eq!(sent, golden, "head, then the parts as they lie");
+
+        // One contiguous body (the old path) gives the same bytes, and they decode to it.
+        let contiguous = pull_found(SerializeType::Json, &[]).with_body(RECORDS.concat());
+        let mut old = BytesMut::new();
+        encode_frame(&contiguous, &mut old);
+        assert_eq!(old.to_vec(), golden, "one body");
+        assert_eq!(decode_all(&golden).unwrap().unwrap(), contiguous);
+    }
+
+    #[test]
+    fn pull_found_rocketmq_header_with_body_parts_is_the_copied_frame() {
+        let cmd = pull_found(SerializeType::RocketMq, &RECORDS)
+            .with_body(Bytes::from_static(b"in body first; "));
+        let whole = cmd
+            .clone()
+            .with_body_parts(Vec::new())
+            .with_body([&b"in body first; "[..], &RECORDS.concat()].concat());
+        let mut golden = BytesMut::new();
+        encode_frame(&whole, &mut golden);
+        let mut head = BytesMut::new();
+        encode_frame_head(&cmd, &mut head);
+        for part in &cmd.body_parts {
+            head.extend_from_slice(part);
+        }
+        assert_eq!(head, golden);
+        let mut copied = BytesMut::new();
+        encode_frame(&cmd, &mut copied);
+        assert_eq!(copied, golden);
+        assert_eq!(decode_all(&golden).unwrap().unwrap(), whole);
+    }
+
+    #[test]
+    fn try_encode_counts_body_parts_against_the_limit() {
+        let cmd = pull_found(SerializeType::Json, &[&[0u8; 400], &[1u8; 400]]);
+        let mut out = BytesMut::from(&b"prev"[..]);
+        assert!(matches!(
+            try_encode_frame(&cmd, &mut out, 700),
+            Err(FrameError::FrameTooLarge { .. })
+        ));
+        assert_eq!(&out[..], b"prev");
     }
 
     #[test]
@@ -509,6 +634,7 @@ mod tests {
                         remark,
                         ext_fields: ext,
                         body: Bytes::from(body),
+                        body_parts: Vec::new(),
                         serialize_type,
                     }
                 },

@@ -10,7 +10,9 @@
 //!   decode) applies that rule, so a lookup can stop at the first match.
 //! * `extFields` values are strings, as Java sends them (`"true"`, `"42"`). Decoders turn JSON
 //!   numbers and booleans into that same text, so the typed getters have one input form.
-//! * The body is a [`Bytes`] slice of the received frame: decoding never copies it.
+//! * The body is a [`Bytes`] slice of the received frame: decoding never copies it. A command
+//!   built to be sent may carry further body bytes in `body_parts` (a PULL's records: slices of
+//!   the mapped CommitLog), sent after `body` as they lie; a decoded command has none.
 //! * A getter error names the field and quotes (a bounded prefix of) the offending text, so the
 //!   remark sent back tells the client exactly what was wrong.
 
@@ -525,6 +527,10 @@ pub struct RemotingCommand {
     pub remark: Option<String>,
     pub ext_fields: ExtFields,
     pub body: Bytes,
+    /// More of the body, after `body`: on the wire the body is `body` then each part, in order.
+    /// A server's connection writes the parts from where they lie (`writev`), without copying
+    /// them; empty (no allocation) for every decoded command and most built ones.
+    pub body_parts: Vec<Bytes>,
     /// How this command's header travels (decoded: how it arrived).
     pub serialize_type: SerializeType,
 }
@@ -542,6 +548,7 @@ impl RemotingCommand {
             remark: None,
             ext_fields: ExtFields::new(),
             body: Bytes::new(),
+            body_parts: Vec::new(),
             serialize_type: SerializeType::Json,
         }
     }
@@ -559,6 +566,7 @@ impl RemotingCommand {
             remark,
             ext_fields: ExtFields::new(),
             body: Bytes::new(),
+            body_parts: Vec::new(),
             serialize_type: req.serialize_type,
         }
     }
@@ -571,6 +579,17 @@ impl RemotingCommand {
     pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
         self
+    }
+
+    /// Body bytes sent after `body`, each from where it lies (see `body_parts`).
+    pub fn with_body_parts(mut self, parts: Vec<Bytes>) -> Self {
+        self.body_parts = parts;
+        self
+    }
+
+    /// The body's length on the wire: `body` and every part.
+    pub fn body_len(&self) -> usize {
+        self.body.len() + self.body_parts.iter().map(Bytes::len).sum::<usize>()
     }
 
     pub fn with_remark(mut self, remark: impl Into<String>) -> Self {

@@ -5,9 +5,19 @@
 //! A [`StoreReader`] is cheap to clone and `Send + Sync`: it holds views of the CommitLog file
 //! queue, the ConsumeQueue table and the index. Every answer only covers bytes that their owners
 //! have published, so readers never block writers and never see a half-written record.
+//!
+//! Records leave as [`ReadSlice`]s of the mapped CommitLog, and a PULL's answer sends them as
+//! they lie ([`mapped_bytes`]: a `Bytes` over the mapping, no copy). Invariant: such a view keeps
+//! its file mapped until the last copy of it is dropped — after the socket took its bytes —
+//! and the bytes it covers never change: they were published when it was made, and retention
+//! only unlinks a file (`FileQueueRetention::delete_files`), whose mapping stays valid while
+//! anything maps it; no one truncates or rewrites a published CommitLog byte while readers
+//! exist (recovery cuts before any reader does).
 
 use std::collections::HashSet;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use super::consume_queue::{CqTable, CqView};
 use super::mapped_file_queue::{FileQueueView, ReadSlice};
@@ -47,6 +57,39 @@ pub struct GetResult {
     /// CommitLog's end: the consumer reads from disk, not from the page cache, and RocketMQ's
     /// master then suggests the group's `whichBrokerWhenConsumeSlowly` (a slave) to it.
     pub suggest_pulling_from_slave: bool,
+}
+
+/// `slice` as [`Bytes`] without copying it: its bytes stay where they lie in the mapped file,
+/// and the `Bytes` (every clone and sub-slice of it too) holds the file, so the file stays
+/// mapped — even once retention deleted it — until the last of them is dropped. For a PULL's
+/// records, written from the mapping to the socket (`writev`).
+pub fn mapped_bytes(slice: ReadSlice) -> Bytes {
+    Bytes::from_owner(Mapped(slice))
+}
+
+/// The owner behind [`mapped_bytes`]: `Bytes::from_owner` asks it for its bytes once, when the
+/// `Bytes` is made (the slice's published range), and keeps it alive as long as the `Bytes`.
+struct Mapped(ReadSlice);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl GetResult {
+    /// Adds a record read at queue offset `at`; the first one sizes the lists for `max_msgs`,
+    /// so a whole batch never regrows them.
+    fn push(&mut self, slice: ReadSlice, at: QueueOffset, max_msgs: usize) {
+        if self.messages.is_empty() {
+            let n = max_msgs.min(1024);
+            self.messages.reserve_exact(n);
+            self.queue_offsets.reserve_exact(n);
+        }
+        self.total_bytes += slice.len();
+        self.messages.push(slice);
+        self.queue_offsets.push(at);
+    }
 }
 
 /// Tag filter by hash, as the ConsumeQueue stores it. `None` = everything (`*`).
@@ -270,7 +313,11 @@ impl StoreReader {
         let max_msgs = limits.max_msgs.max(1);
         // RocketMQ scans at most max(16000, maxMsgNums * 20) ConsumeQueue bytes per pull.
         let max_scan_units = (16_000 / CQ_UNIT_SIZE).max(max_msgs);
-        let mut units: Vec<CqUnit> = Vec::with_capacity(max_msgs.min(1024));
+        // Units are decoded in batches: first as many as a batch without filtered units needs
+        // (one more than `max_msgs`: the unit that finds the batch full), then up to 1024 at a
+        // time — not the whole scan budget (800 units) for a PULL that takes 32.
+        let first_batch = max_msgs.saturating_add(1).min(1024);
+        let mut units: Vec<CqUnit> = Vec::with_capacity(first_batch);
         let mut cur = offset;
         let mut scanned = 0usize;
         let mut removing = false;
@@ -280,7 +327,8 @@ impl StoreReader {
         let mut last_phy = 0u64;
         'scan: while scanned < max_scan_units && cur < max {
             units.clear();
-            q.units_from(cur, (max_scan_units - scanned).min(1024), &mut units);
+            let batch = if scanned == 0 { first_batch } else { 1024 };
+            q.units_from(cur, (max_scan_units - scanned).min(batch), &mut units);
             if units.is_empty() {
                 if res.messages.is_empty() && scanned == 0 {
                     res.status = GetStatus::OffsetFoundNull;
@@ -314,11 +362,7 @@ impl StoreReader {
                     continue;
                 }
                 match self.commit_log.read(u.phy_offset as u64, u.size as usize) {
-                    Some(slice) => {
-                        res.total_bytes += slice.len();
-                        res.messages.push(slice);
-                        res.queue_offsets.push(cur);
-                    }
+                    Some(slice) => res.push(slice, cur, max_msgs),
                     None => removing = true,
                 }
                 cur = cur.plus(1);
@@ -335,5 +379,48 @@ impl StoreReader {
             GetStatus::NoMatchedMessage
         };
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::mapped_file::Warm;
+    use crate::store::mapped_file_queue::MappedFileQueue;
+
+    /// A record sent without a copy is still the record, byte for byte, when retention deletes
+    /// its file between the read and the write (a reply queued behind a slow socket): the view
+    /// keeps the unlinked file mapped, and the bytes it covers never change.
+    #[test]
+    fn mapped_bytes_outlive_a_file_deleted_by_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096).unwrap();
+        let first = q.create_and_push(0, Warm::No).unwrap();
+        let record: Vec<u8> = (0..200u8).collect();
+        unsafe { first.write_slice(0, 4096)[..200].copy_from_slice(&record) };
+        first.publish_wrote(4096);
+        let second = q.create_and_push(4096, Warm::No).unwrap();
+        second.publish_wrote(0);
+        let view = q.view();
+        let bytes = mapped_bytes(view.read(0, 200).unwrap());
+        let tail = bytes.slice(100..);
+        assert_eq!(&bytes[..], &record[..]);
+        let path = first.path().to_path_buf();
+        drop(first);
+
+        assert_eq!(q.delete_files(&q.files()[..1]).unwrap(), 1);
+        assert!(!path.exists(), "unlinked");
+        assert!(view.read(0, 200).is_none(), "no new view of a deleted file");
+        assert_eq!(
+            &bytes[..],
+            &record[..],
+            "the queued view reads the same bytes"
+        );
+        drop(bytes);
+        assert_eq!(
+            &tail[..],
+            &record[100..],
+            "a sub-slice keeps the file mapped too"
+        );
     }
 }

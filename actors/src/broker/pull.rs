@@ -2,7 +2,8 @@
 //! PullMessageProcessor answers them.
 //!
 //! A PULL is checked (permissions, queue, filter type), commits the offset it carries, reads the
-//! queue from the lock-free store reader on the connection thread, and is answered at once — or,
+//! queue from the lock-free store reader on the connection thread, and is answered at once (the
+//! records as body parts over the mapped CommitLog, written to the socket uncopied) — or,
 //! finding nothing, handed to [`super::pull_hold::PullHold`] (message out: `SuspendPull`), which resumes it when a
 //! message arrives or its time is up (the connection re-runs it with `resumed`). A master answers
 //! PULL_OFFSET_MOVED with an OffsetMovedEvent written in the background, as Java does.
@@ -19,8 +20,7 @@ use actormq_core::protocol::codes::response_code as rc;
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::faq;
 use actormq_core::protocol::header::{PullMessageRequestHeader, PullMessageResponseHeader};
-use actormq_core::store::reader::{GetLimits, GetResult, GetStatus, TagFilter};
-use bytes::{BufMut, BytesMut};
+use actormq_core::store::reader::{mapped_bytes, GetLimits, GetResult, GetStatus, TagFilter};
 
 use super::context::{header_or_reply, reply, BrokerCore};
 use super::messages::{self, SuspendPull};
@@ -396,18 +396,15 @@ impl BrokerCore {
         if code != rc::SUCCESS {
             return resp;
         }
-        let mut body = BytesMut::with_capacity(r.total_bytes);
-        for m in &r.messages {
-            body.put_slice(m.as_bytes());
-        }
-        Stats::add(&self.stats.got_msgs, r.messages.len() as u64);
-        self.rates
-            .get(&h.consumer_group, &h.topic, r.messages.len() as u64);
-        Stats::add(&self.stats.got_bytes, r.total_bytes as u64);
         let (n, bytes) = (r.messages.len() as u64, r.total_bytes as u64);
+        Stats::add(&self.stats.got_msgs, n);
+        self.rates.get(&h.consumer_group, &h.topic, n);
+        Stats::add(&self.stats.got_bytes, bytes);
         self.metrics
             .messages_out(&h.topic, &h.consumer_group, n, bytes);
-        resp.with_body(body.freeze())
+        // The records as they lie in the mapped CommitLog: the connection writes them to the
+        // socket from there (no copy), and each keeps its file mapped until it is written.
+        resp.with_body_parts(r.messages.into_iter().map(mapped_bytes).collect())
     }
 
     /// 4.9.4's PullMessageProcessor.generateOffsetMovedEvent: on every PULL_OFFSET_MOVED a master

@@ -1,7 +1,9 @@
 //! The remoting transport: the tokio codec over the core's frame codec, the server side (one
-//! [`server::Connection`] actor per TCP connection) and a small async client.
+//! [`server::Connection`] actor per TCP connection, writing through a
+//! [`frame_writer::FrameWriter`]) and a small async client.
 
 pub mod client;
+pub mod frame_writer;
 pub mod server;
 
 use actormq_core::protocol::codec::{decode_frame, encode_frame, FrameError, MAX_FRAME_BYTES};

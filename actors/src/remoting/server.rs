@@ -2,7 +2,8 @@
 //! connection (the broker and the name server each implement `RequestHandler`).
 //!
 //! A connection decodes frames, hands each request to its [`Processor`] and writes replies,
-//! possibly out of order (clients match replies by `opaque`). Oneway requests get no reply.
+//! possibly out of order (clients match replies by `opaque`), through a [`FrameWriter`] (a
+//! reply's body parts, a PULL's records, go to the socket uncopied). Oneway requests get no reply.
 //! A malformed frame closes only its own connection, with one log line naming the peer and the
 //! rule the frame broke. In: frames, [`Push`] (server-initiated requests such as
 //! NOTIFY_CONSUMER_IDS_CHANGED), [`Call`] (a server-initiated request whose response the caller
@@ -30,7 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Waker};
 
-use actix::io::{FramedWrite, WriteHandler};
+use actix::io::WriteHandler;
 use actix::prelude::*;
 use actormq_core::protocol::command::RemotingCommand;
 use futures_util::future::LocalBoxFuture;
@@ -39,6 +40,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::FramedRead;
 
+use super::frame_writer::FrameWriter;
 use super::{CodecError, RemotingCodec};
 use crate::metered::{
     start_local_on, start_local_with, ActorRef, Metered, Serve, ServeStream, Service,
@@ -116,7 +118,9 @@ pub struct Connection {
     info: Option<ConnInfo>,
     peer: SocketAddr,
     processor: Rc<dyn Processor>,
-    writer: FramedWrite<RemotingCommand, OwnedWriteHalf, RemotingCodec>,
+    /// Replies and pushes, in the order written; a reply's `body_parts` (a PULL's records) go
+    /// from where they lie to the socket (`writev`), not copied.
+    writer: FrameWriter<OwnedWriteHalf>,
     /// Replies still being worked out ([`Handled::Later`]).
     pending: PendingReplies,
     /// [`Call`]s waiting for the peer's response, by the opaque they were sent with.
@@ -342,7 +346,7 @@ pub fn accept(
             ctx.add_stream(FramedRead::new(read, RemotingCodec));
             let pending = PendingReplies::default();
             ctx.add_stream(pending.clone());
-            let writer = FramedWrite::new(write, RemotingCodec, ctx);
+            let writer = FrameWriter::new::<Metered<Connection>, CodecError>(write, ctx);
             Connection {
                 info: Some(info),
                 peer,
@@ -544,5 +548,77 @@ mod tests {
         );
         accept.abort();
         threads.stop().await;
+    }
+
+    /// Answers request code 11 with the records of `parts` as body parts (as a PULL_FOUND
+    /// does), anything else with a small reply.
+    struct Parts(Vec<bytes::Bytes>);
+    impl Parts {
+        fn answer(&self, req: &RemotingCommand) -> RemotingCommand {
+            let resp = RemotingCommand::response_to(req, 0, Some("FOUND".into()))
+                .with_ext("nextBeginOffset", "64");
+            if req.code == 11 {
+                resp.with_body_parts(self.0.clone())
+            } else {
+                resp.with_body(&b"small"[..])
+            }
+        }
+    }
+    impl Processor for Parts {
+        fn process(&self, req: RemotingCommand, _: &ConnInfo, _: bool) -> Handled {
+            Handled::Reply(self.answer(&req))
+        }
+    }
+
+    /// The bytes on the socket are the frames as `encode_frame` copies them, in the order of the
+    /// requests: replies with body parts written with `writev` (many MiB, so the socket fills
+    /// and the writer resumes mid-part) between replies without.
+    #[actix::test]
+    async fn replies_with_body_parts_leave_as_the_copied_frames_in_order() {
+        use actormq_core::protocol::codec::encode_frame;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let parts: Vec<bytes::Bytes> = (0..64u32)
+            .map(|i| bytes::Bytes::from(vec![i as u8; 1199 * (1 + i as usize % 5) * 30]))
+            .collect();
+        let parts = Rc::new(Parts(parts));
+        let processor: Rc<dyn Processor> = parts.clone();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = actix_rt::spawn(serve(listener, processor));
+        let requests: Vec<RemotingCommand> = [11, 10, 11, 10, 10]
+            .iter()
+            .enumerate()
+            .map(|(i, &code)| RemotingCommand::new_request(code).with_opaque(i as i32))
+            .collect();
+        let mut golden = bytes::BytesMut::new();
+        let mut sent = bytes::BytesMut::new();
+        for r in &requests {
+            encode_frame(r, &mut sent);
+            let want = parts.answer(r);
+            let body: Vec<u8> = std::iter::once(&want.body)
+                .chain(&want.body_parts)
+                .flat_map(|p| p.iter().copied())
+                .collect();
+            let contiguous = want.clone().with_body_parts(Vec::new()).with_body(body);
+            encode_frame(&contiguous, &mut golden);
+        }
+        let mut sock = TcpStream::connect(addr).await.unwrap();
+        sock.write_all(&sent).await.unwrap();
+        // Read slowly at first, so the broker's socket buffer fills.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut got = vec![0u8; golden.len()];
+        tokio::time::timeout(Duration::from_secs(30), sock.read_exact(&mut got))
+            .await
+            .expect("all replies within 30 s")
+            .unwrap();
+        let first = got.iter().zip(golden.iter()).position(|(a, b)| a != b);
+        assert!(
+            first.is_none(),
+            "bytes differ from the copied frames at {first:?} of {}: {:?} vs {:?}",
+            golden.len(),
+            &got[first.unwrap_or(0)..][..64.min(golden.len() - first.unwrap_or(0))],
+            &golden[first.unwrap_or(0)..][..64.min(golden.len() - first.unwrap_or(0))]
+        );
+        server.abort();
     }
 }
