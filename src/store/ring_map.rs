@@ -109,53 +109,44 @@ impl RingMap {
         self.base
     }
 
-    /// Maps the pages of `[start, start + len)` of the span (clamped to it; page-rounded) so that
-    /// writing them takes no page fault. Never changes content: pages already mapped are left
-    /// alone, so it may run while the owner writes elsewhere in the span. False when the kernel
-    /// lacks `MADV_POPULATE_WRITE` (5.14+; the pages then fault on first use, as before).
+    /// Maps the pages of `[start, start + len)` of the span (clamped to it; every page it
+    /// touches) so that writing them takes no page fault. Never changes content: pages already
+    /// mapped are left alone, so it may run while the owner writes elsewhere in the span. False
+    /// when the kernel lacks `MADV_POPULATE_WRITE` (5.14+; the pages then fault on first use).
     pub fn populate(&self, start: usize, len: usize) -> bool {
-        let start = start.min(self.len) & !(PAGE - 1);
         let end = start
             .saturating_add(len)
             .min(self.len)
-            .next_multiple_of(PAGE)
-            .min(self.len);
-        if end <= start {
-            return true;
-        }
-        // SAFETY: advice on a page-aligned sub-range of the span this value owns.
-        unsafe {
-            libc::madvise(
-                self.base.add(start).cast(),
-                end - start,
-                MADV_POPULATE_WRITE,
-            ) == 0
-        }
+            .next_multiple_of(PAGE);
+        self.advise(start & !(PAGE - 1), end, MADV_POPULATE_WRITE)
     }
+
     pub fn len(&self) -> usize {
         self.len
     }
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// Drops the page-table entries of `[start, start + len)` of the span (clamped; pages whole
-    /// inside it only). The bytes stay in the ring (the memfd holds them): a later access maps
+
+    /// Drops the page-table entries of `[start, start + len)` of the span (clamped; the pages
+    /// wholly inside it). The bytes stay in the ring (the memfd holds them): a later access maps
     /// them again, unchanged. For the resident set's sake only (module docs).
     pub fn unmap(&self, start: usize, len: usize) -> bool {
-        let start = start.min(self.len).next_multiple_of(PAGE).min(self.len);
         let end = start.saturating_add(len).min(self.len) & !(PAGE - 1);
+        // On a shared mapping MADV_DONTNEED removes mappings, never the memfd's pages.
+        self.advise(start.next_multiple_of(PAGE), end, libc::MADV_DONTNEED)
+    }
+
+    /// `madvise(advice)` over the page-aligned `[start, end)`, clamped to the span; true when
+    /// there is nothing to do.
+    fn advise(&self, start: usize, end: usize, advice: libc::c_int) -> bool {
+        let end = end.min(self.len);
         if end <= start {
             return true;
         }
-        // SAFETY: advice on a page-aligned sub-range of the span this value owns; on a shared
-        // mapping MADV_DONTNEED removes mappings, never the memfd's pages or their bytes.
-        unsafe {
-            libc::madvise(
-                self.base.add(start).cast(),
-                end - start,
-                libc::MADV_DONTNEED,
-            ) == 0
-        }
+        // SAFETY: advice on a page-aligned sub-range of the span this value owns (callers align
+        // `start`; `len` is a multiple of the page).
+        unsafe { libc::madvise(self.base.add(start).cast(), end - start, advice) == 0 }
     }
 
     /// Bytes of memory behind the span: how far apart two positions may be before they alias.
