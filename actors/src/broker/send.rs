@@ -26,6 +26,7 @@ use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::faq;
 use actormq_core::protocol::header::{SendHeaderRef, SendMessageResponseHeader};
+use actormq_core::store::commit_log::AppendOk;
 use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::check_send_topic;
 
@@ -449,15 +450,7 @@ impl BrokerCore {
         let (store_host, queue_id, to) = (self.store_host, draft.queue_id, ReplyTo::of(req));
         later(async move {
             match rx.await {
-                Ok(Ok(ok)) => to
-                    .response(ok.status.response_code(), None)
-                    .with_ext_fields(send_ok_fields(
-                        store_host,
-                        ok.phy_offset.0 as i64,
-                        queue_id,
-                        ok.queue_offset.0 as i64,
-                        uniq.as_deref(),
-                    )),
+                Ok(Ok(ok)) => send_ok(&to, &ok, store_host, queue_id, uniq.as_deref()),
                 Ok(Err(e)) => to.response(e.status.response_code(), Some(e.remark)),
                 Err(_) => to.response(
                     PutStatus::ServiceNotAvailable.response_code(),
@@ -632,6 +625,25 @@ impl ReplyTo {
     }
 }
 
+/// A stored single-message SEND's reply: its code (SUCCESS, or a stored-but-not-durable one such
+/// as FLUSH_DISK_TIMEOUT) and its header.
+fn send_ok(
+    to: &ReplyTo,
+    ok: &AppendOk,
+    store_host: SocketAddr,
+    queue_id: i32,
+    uniq: Option<&str>,
+) -> RemotingCommand {
+    to.response(ok.status.response_code(), None)
+        .with_ext_fields(send_ok_fields(
+            store_host,
+            ok.phy_offset.0 as i64,
+            queue_id,
+            ok.queue_offset.0 as i64,
+            uniq,
+        ))
+}
+
 /// A stored SEND's reply header (`SendMessageResponseHeader`, fields in its order) written in
 /// one buffer, without the intermediate strings of the typed header. Filled for SUCCESS and for
 /// FLUSH_DISK_TIMEOUT alike, as RocketMQ does for its "sendOK" codes.
@@ -804,6 +816,65 @@ mod tests {
                 .collect();
             assert_eq!(got, want);
         }
+    }
+
+    /// A SEND_OK frame, byte for byte as this broker wrote it before its header had a template
+    /// (the frame a Java client reads: JSON header, fields in SendMessageResponseHeader's order).
+    #[test]
+    fn a_send_ok_frame_keeps_its_bytes() {
+        use actormq_core::offset::{PhyOffset, QueueOffset};
+        let host: SocketAddr = "10.1.2.3:10911".parse().unwrap();
+        let frame = |status: PutStatus, opaque: i32, uniq: Option<&str>, q: (i32, u64, u64)| {
+            let to = ReplyTo {
+                opaque,
+                serialize_type: actormq_core::protocol::command::SerializeType::Json,
+            };
+            let ok = AppendOk {
+                phy_offset: PhyOffset(q.1),
+                wrote_bytes: 1199,
+                queue_offset: QueueOffset(q.2),
+                msg_num: 1,
+                store_timestamp: 1_700_000_000_000,
+                rolled_into: None,
+                status,
+            };
+            let mut out = bytes::BytesMut::new();
+            actormq_core::protocol::codec::encode_frame(
+                &send_ok(&to, &ok, host, q.0, uniq),
+                &mut out,
+            );
+            out.to_vec()
+        };
+        // The length word, the type word (JSON: 0, then the header's length), the header.
+        let golden = |header: &str| {
+            let len = header.len() as u32;
+            let mut v = (len + 4).to_be_bytes().to_vec();
+            v.extend_from_slice(&len.to_be_bytes());
+            v.extend_from_slice(header.as_bytes());
+            v
+        };
+        let uniq = "7F0000010001B4AAC26B1C7A1E0A0000";
+        assert_eq!(
+            frame(PutStatus::PutOk, 42, Some(uniq), (3, 123_456, 7)),
+            golden(
+                r#"{"code":0,"language":"JAVA","version":401,"opaque":42,"flag":1,"remark":null,"extFields":{"msgId":"0A01020300002A9F000000000001E240","queueId":"3","queueOffset":"7","transactionId":"7F0000010001B4AAC26B1C7A1E0A0000","MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"serializeTypeCurrentRPC":"JSON"}"#
+            )
+        );
+        // FLUSH_DISK_TIMEOUT (10) is a stored SEND's code too; no UNIQ_KEY, no transactionId;
+        // the widest numbers. 287 bytes after the length word, 283 of them the header.
+        let widest = frame(
+            PutStatus::FlushDiskTimeout,
+            i32::MIN,
+            None,
+            (i32::MAX, u64::MAX >> 1, u64::MAX >> 1),
+        );
+        assert_eq!(widest.get(..8), Some(&[0, 0, 1, 31, 0, 0, 1, 27][..]));
+        assert_eq!(
+            widest,
+            golden(
+                r#"{"code":10,"language":"JAVA","version":401,"opaque":-2147483648,"flag":1,"remark":null,"extFields":{"msgId":"0A01020300002A9F7FFFFFFFFFFFFFFF","queueId":"2147483647","queueOffset":"9223372036854775807","MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"serializeTypeCurrentRPC":"JSON"}"#
+            )
+        );
     }
 
     #[test]
