@@ -113,7 +113,8 @@ impl BrokerCore {
     /// `[TIMEOUT_CLEAN_QUEUE]` flow control: refuse while the writer's head-of-line wait is over
     /// `waitTimeMillsInSendQueue`, instead of queueing without bound.
     fn writer_busy(&self) -> Option<String> {
-        if !self.settings.load().fast_failure {
+        let settings = self.settings.load();
+        if !settings.fast_failure {
             return None;
         }
         let probe = self.store.writer().probe();
@@ -121,7 +122,6 @@ impl BrokerCore {
         // A writer stuck in one append (a slow file creation, a wait for a write buffer) takes no
         // message, so the last wait below stays that of the message before: RocketMQ's
         // isOSPageCacheBusy, the time the append under way has held the CommitLog.
-        let settings = self.settings.load();
         if let Some(busy) = probe
             .busy_for()
             .filter(|b| *b > settings.os_page_cache_busy)
@@ -437,7 +437,7 @@ impl BrokerCore {
         arrived: Instant,
     ) -> Handled {
         let h = draft.h;
-        let uniq = props.uniq.map(str::to_owned);
+        let template = SendOk::template(draft.queue_id, props.uniq);
         // A reply keeps the requester's properties exactly as sent, WAIT included and no
         // CLUSTER added (4.9.4 ReplyMessageProcessor sets the header's string as it is).
         let stored = if matches!(req.code, rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2) {
@@ -447,10 +447,10 @@ impl BrokerCore {
         };
         let msg = draft.message(req.body.clone(), h.flag, stored);
         let rx = self.batcher.enqueue(msg, props.kind, arrived);
-        let (store_host, queue_id, to) = (self.store_host, draft.queue_id, ReplyTo::of(req));
+        let (store_host, to) = (self.store_host, ReplyTo::of(req));
         later(async move {
             match rx.await {
-                Ok(Ok(ok)) => send_ok(&to, &ok, store_host, queue_id, uniq.as_deref()),
+                Ok(Ok(ok)) => template.reply(&to, &ok, store_host),
                 Ok(Err(e)) => to.response(e.status.response_code(), Some(e.remark)),
                 Err(_) => to.response(
                     PutStatus::ServiceNotAvailable.response_code(),
@@ -625,53 +625,55 @@ impl ReplyTo {
     }
 }
 
-/// A stored single-message SEND's reply: its code (SUCCESS, or a stored-but-not-durable one such
-/// as FLUSH_DISK_TIMEOUT) and its header.
-fn send_ok(
-    to: &ReplyTo,
-    ok: &AppendOk,
-    store_host: SocketAddr,
-    queue_id: i32,
-    uniq: Option<&str>,
-) -> RemotingCommand {
-    to.response(ok.status.response_code(), None)
-        .with_ext_fields(send_ok_fields(
-            store_host,
-            ok.phy_offset.0 as i64,
-            queue_id,
-            ok.queue_offset.0 as i64,
-            uniq,
-        ))
-}
+/// A stored single-message SEND's reply header (`SendMessageResponseHeader`, fields in its
+/// order), written before the append where it does not depend on it — queueId, the client's
+/// UNIQ_KEY as transactionId, the constants — and finished with msgId and queueOffset once
+/// stored: no copy of the UNIQ_KEY is kept for the reply, and the header's text is one buffer.
+/// Filled for SUCCESS and for FLUSH_DISK_TIMEOUT alike, as RocketMQ does for its "sendOK" codes.
+struct SendOk(actormq_core::protocol::command::ExtFields);
 
-/// A stored SEND's reply header (`SendMessageResponseHeader`, fields in its order) written in
-/// one buffer, without the intermediate strings of the typed header. Filled for SUCCESS and for
-/// FLUSH_DISK_TIMEOUT alike, as RocketMQ does for its "sendOK" codes.
-fn send_ok_fields(
-    store_host: SocketAddr,
-    phy_offset: i64,
-    queue_id: i32,
-    queue_offset: i64,
-    transaction_id: Option<&str>,
-) -> actormq_core::protocol::command::ExtFields {
-    let text = 96 + transaction_id.map_or(0, str::len);
-    let mut ext = actormq_core::protocol::command::ExtFields::with_capacity_and_text(6, text);
-    ext.push_wire_with("msgId", |t| {
-        let _ = actormq_core::format::msg_id::write_offset_msg_id(t, store_host, phy_offset);
-    });
-    ext.push_wire_with("queueId", |t| {
-        t.push_str(itoa::Buffer::new().format(queue_id))
-    });
-    ext.push_wire_with("queueOffset", |t| {
-        t.push_str(itoa::Buffer::new().format(queue_offset))
-    });
-    if let Some(id) = transaction_id {
-        ext.push_wire_with("transactionId", |t| t.push_str(id));
+impl SendOk {
+    fn template(queue_id: i32, transaction_id: Option<&str>) -> SendOk {
+        let text = 96 + transaction_id.map_or(0, str::len);
+        let mut ext = actormq_core::protocol::command::ExtFields::with_capacity_and_text(6, text);
+        ext.push_wire_with("queueId", |t| {
+            t.push_str(itoa::Buffer::new().format(queue_id))
+        });
+        if let Some(id) = transaction_id {
+            ext.push_wire_with("transactionId", |t| t.push_str(id));
+        }
+        ext.push_wire_with("MSG_REGION", |t| t.push_str("DefaultRegion"));
+        ext.push_wire_with("TRACE_ON", |t| t.push_str("true"));
+        SendOk(ext)
     }
-    ext.push_wire_with("MSG_REGION", |t| t.push_str("DefaultRegion"));
-    ext.push_wire_with("TRACE_ON", |t| t.push_str("true"));
-    ext.finish_wire();
-    ext
+
+    /// The header's fields, msgId first and queueOffset third; the keys are distinct.
+    fn fields(
+        self,
+        store_host: SocketAddr,
+        phy_offset: i64,
+        queue_offset: i64,
+    ) -> actormq_core::protocol::command::ExtFields {
+        let mut ext = self.0;
+        ext.push_wire_at(0, "msgId", |t| {
+            let _ = actormq_core::format::msg_id::write_offset_msg_id(t, store_host, phy_offset);
+        });
+        ext.push_wire_at(2, "queueOffset", |t| {
+            t.push_str(itoa::Buffer::new().format(queue_offset))
+        });
+        ext
+    }
+
+    /// The reply: the append's code (SUCCESS, or stored-but-not-durable such as
+    /// FLUSH_DISK_TIMEOUT) and the finished header.
+    fn reply(self, to: &ReplyTo, ok: &AppendOk, store_host: SocketAddr) -> RemotingCommand {
+        to.response(ok.status.response_code(), None)
+            .with_ext_fields(self.fields(
+                store_host,
+                ok.phy_offset.0 as i64,
+                ok.queue_offset.0 as i64,
+            ))
+    }
 }
 
 #[cfg(test)]
@@ -804,7 +806,7 @@ mod tests {
         for tx in [None, Some("7F0000010001B4AAC26B1C7A1E0A0000")] {
             let mut typed = SendMessageResponseHeader::new(offset_msg_id(host, 123_456), 3, 42);
             typed.transaction_id = tx.map(str::to_owned);
-            let fast = send_ok_fields(host, 123_456, 3, 42, tx);
+            let fast = SendOk::template(3, tx).fields(host, 123_456, 42);
             let want: Vec<_> = typed
                 .to_ext_fields()
                 .iter()
@@ -840,7 +842,7 @@ mod tests {
             };
             let mut out = bytes::BytesMut::new();
             actormq_core::protocol::codec::encode_frame(
-                &send_ok(&to, &ok, host, q.0, uniq),
+                &SendOk::template(q.0, uniq).reply(&to, &ok, host),
                 &mut out,
             );
             out.to_vec()
