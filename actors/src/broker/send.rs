@@ -420,8 +420,10 @@ impl BrokerCore {
     fn account_batch(&self, topic: &str, kind: MessageType, n: u64, bytes: u64, arrived: Instant) {
         Stats::add(&self.stats.put_msgs, n);
         self.rates.put(topic, n);
-        self.rates.put_latency(arrived.elapsed());
-        self.stats.store.record_put_time(arrived.elapsed());
+        let now = Instant::now();
+        let took = now.saturating_duration_since(arrived);
+        self.rates.put_latency(took);
+        self.stats.store.record_put_time_at(now, took);
         Stats::add(&self.stats.put_bytes, bytes);
         self.metrics.messages_in(topic, kind, n, bytes);
     }
