@@ -146,7 +146,8 @@ impl BrokerCore {
     }
 
     pub(super) fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
-        let arrived = Instant::now();
+        // The frame's handling start, read once by the connection for this request.
+        let arrived = crate::metered::handling_since();
         let h = header_or_reply!(SendHeaderRef, req);
         let props = SendProps::scan(h.properties);
         if let Some(refused) = self.send_refused(&req, &h, &props) {

@@ -493,7 +493,11 @@ impl RequestMeters {
         oneway: bool,
         started: Instant,
     ) {
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        // A later reply is timed to the start of the handling that writes it (a clock read
+        // already taken); one answered within its request's own handling reads the clock.
+        let end = crate::metered::handling_since();
+        let end = if end > started { end } else { Instant::now() };
+        let ms = end.saturating_duration_since(started).as_secs_f64() * 1000.0;
         let key = RpcKey {
             request,
             response,

@@ -202,7 +202,8 @@ impl Connection {
             code: req.code,
             oneway,
             resumed,
-            started: std::time::Instant::now(),
+            // The frame's handling start (no clock read of its own).
+            started: crate::metered::handling_since(),
         };
         tracing::trace!(
             peer = %self.peer,
