@@ -11,7 +11,9 @@
 //! dropped undelivered because the caller gave up or the actor stopped), so it never drifts.
 //! `ActorRef` has no `do_send`: every send is bounded by the mailbox capacity (ARCHITECTURE.md,
 //! "Actor map"). Handle time of an asynchronous reply covers only the synchronous part of the
-//! handler.
+//! handler. The instant a handler started is also the thread's [`handling_since`] while it runs,
+//! so the request path times a request's arrival and a reply's sending without its own clock
+//! read.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
