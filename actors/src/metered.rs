@@ -11,7 +11,9 @@
 //! dropped undelivered because the caller gave up or the actor stopped), so it never drifts.
 //! `ActorRef` has no `do_send`: every send is bounded by the mailbox capacity (ARCHITECTURE.md,
 //! "Actor map"). Handle time of an asynchronous reply covers only the synchronous part of the
-//! handler.
+//! handler. The instant a handler started is also the thread's [`handling_since`] while it runs,
+//! so the request path times a request's arrival and a reply's sending without its own clock
+//! read.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -38,6 +40,21 @@ pub struct Probe {
     /// waits for a message. A handler stuck in a slow system call shows here (see
     /// [`Probe::busy_for`]) while `last_wait_us` still holds the wait of the message before it.
     pub busy_since_us: std::sync::atomic::AtomicU64,
+}
+
+thread_local! {
+    /// When the handler running on this thread started: see [`handling_since`].
+    static HANDLING_SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// When the message or stream item this thread is handling reached its handler: the clock read
+/// the handler takes anyway for its handle time, reused by the request path for a request's
+/// arrival and a reply's sending (a SEND read the clock three more times otherwise). Outside a
+/// handler, the time now.
+pub fn handling_since() -> Instant {
+    HANDLING_SINCE
+        .with(std::cell::Cell::get)
+        .unwrap_or_else(Instant::now)
 }
 
 /// The instant probe times count from.
@@ -254,7 +271,9 @@ where
         let busy = &self.probe.busy_since_us;
         let since = start.saturating_duration_since(epoch()).as_micros() as u64 + 1;
         busy.store(since, std::sync::atomic::Ordering::Relaxed);
+        let outer = HANDLING_SINCE.with(|h| h.replace(Some(start)));
         let reply = self.inner.serve(msg, ctx);
+        HANDLING_SINCE.with(|h| h.set(outer));
         busy.store(0, std::sync::atomic::Ordering::Relaxed);
         self.probe.handle.observe(start.elapsed().as_secs_f64());
         self.probe.messages.inc();
@@ -277,7 +296,9 @@ where
 {
     fn handle(&mut self, item: I, ctx: &mut Context<Self>) {
         let start = Instant::now();
+        let outer = HANDLING_SINCE.with(|h| h.replace(Some(start)));
         self.inner.serve_item(item, ctx);
+        HANDLING_SINCE.with(|h| h.set(outer));
         self.probe.handle.observe(start.elapsed().as_secs_f64());
         self.probe.messages.inc();
     }

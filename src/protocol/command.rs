@@ -431,6 +431,14 @@ impl ExtFields {
         self.entries.push(e);
     }
 
+    /// Like [`push_wire_with`](Self::push_wire_with), but the entry becomes the `index`th (the
+    /// last, past the end): a header whose fields are not all known at once (a SEND's reply,
+    /// before and after its append) is written in any order and read in field order.
+    pub fn push_wire_at(&mut self, index: usize, key: &str, write: impl FnOnce(&mut String)) {
+        let e = self.append_with(key, write);
+        self.entries.insert(index.min(self.entries.len()), e);
+    }
+
     /// Applies "last occurrence wins" to entries pushed with
     /// [`push_wire_with`](Self::push_wire_with).
     pub fn finish_wire(&mut self) {
@@ -443,6 +451,19 @@ impl ExtFields {
     fn dedup_keep_last(&mut self) {
         const PAIRWISE_MAX: usize = 32;
         let n = self.entries.len();
+        // A SEND V2 header's keys are single letters: a bit per byte value settles it in one
+        // pass (its tag holds the whole key, so equal bits mean equal keys).
+        let mut one_byte = [0u64; 4];
+        let distinct_single = self.entries.iter().all(|e| {
+            let b = (e.tag & 0xFF) as u8;
+            let (word, bit) = (usize::from(b >> 6), 1u64 << (b & 63));
+            let fresh = e.tag >> 56 == 1 && one_byte[word] & bit == 0;
+            one_byte[word] |= bit;
+            fresh
+        });
+        if distinct_single {
+            return;
+        }
         // Distinct tags mean distinct keys, so small headers (a SEND's 14 fields) first compare
         // tags alone — plain word compares; keys are compared only where two tags match.
         if n <= PAIRWISE_MAX
@@ -819,6 +840,52 @@ mod tests {
         let ext = ExtFields::from_wire(many);
         assert_eq!(ext.len(), 100);
         assert_eq!(ext.get("k5"), Some("last"));
+    }
+
+    /// One-byte keys (a SEND V2 header's) are told apart by their byte, in every 64-bit word
+    /// of the bit set; a longer key among them takes the general path.
+    #[test]
+    fn one_byte_keys_dedup_like_any_other() {
+        let wire = |keys: &[&str]| {
+            ExtFields::from_wire(
+                keys.iter()
+                    .map(|k| (k.to_string(), k.to_string()))
+                    .collect(),
+            )
+        };
+        let keys: Vec<String> = ('a'..='n')
+            .chain(['\u{1}', '@', '~'])
+            .map(String::from)
+            .collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        assert_eq!(wire(&keys).len(), keys.len());
+        for dup in ["a", "\u{1}", "@", "~"] {
+            let mut with = keys.clone();
+            with.push(dup);
+            let ext = wire(&with);
+            assert_eq!(ext.len(), keys.len(), "{dup:?}");
+            assert_eq!(ext.iter().last(), Some((dup, dup)));
+        }
+        assert_eq!(
+            wire(&["a", "ab", "a"]).iter().collect::<Vec<_>>(),
+            [("ab", "ab"), ("a", "a")]
+        );
+    }
+
+    #[test]
+    fn push_wire_at_places_an_entry_among_the_others() {
+        let mut ext = ExtFields::new();
+        ext.push_wire_with("b", |t| t.push('2'));
+        ext.push_wire_with("d", |t| t.push('4'));
+        ext.push_wire_at(0, "a", |t| t.push('1'));
+        ext.push_wire_at(2, "c", |t| t.push('3'));
+        ext.push_wire_at(99, "e", |t| t.push('5'));
+        let got: Vec<_> = ext.iter().collect();
+        assert_eq!(
+            got,
+            [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4"), ("e", "5")]
+        );
+        assert_eq!(ext.get("c"), Some("3"));
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! "extFields":{"k":"v"},"serializeTypeCurrentRPC":"JSON"}` — empty `extFields` as `null`, as the
 //! traced broker answers.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use bytes::BytesMut;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -75,16 +75,20 @@ pub(crate) fn encode(cmd: &RemotingCommand, out: &mut BytesMut) {
             .map(|(k, v)| k.len() + v.len() + 6)
             .sum::<usize>(),
     );
-    // BytesMut's fmt::Write never fails.
-    let _ = write!(
-        out,
-        "{{\"code\":{},\"language\":\"{}\",\"version\":{},\"opaque\":{},\"flag\":{},\"remark\":",
-        cmd.code,
-        cmd.language.name(),
-        cmd.version,
-        cmd.opaque,
-        cmd.flag
-    );
+    // Pieces and `itoa`, not `write!`: every reply goes through here, and the formatting
+    // machinery was most of this function's time.
+    let mut n = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"code\":");
+    out.extend_from_slice(n.format(cmd.code).as_bytes());
+    out.extend_from_slice(b",\"language\":\"");
+    out.extend_from_slice(cmd.language.name().as_bytes());
+    out.extend_from_slice(b"\",\"version\":");
+    out.extend_from_slice(n.format(cmd.version).as_bytes());
+    out.extend_from_slice(b",\"opaque\":");
+    out.extend_from_slice(n.format(cmd.opaque).as_bytes());
+    out.extend_from_slice(b",\"flag\":");
+    out.extend_from_slice(n.format(cmd.flag).as_bytes());
+    out.extend_from_slice(b",\"remark\":");
     match &cmd.remark {
         Some(remark) => write_json_string(out, remark),
         None => out.extend_from_slice(b"null"),

@@ -26,6 +26,7 @@ use actormq_core::protocol::codes::{request_code as rq, response_code as rc};
 use actormq_core::protocol::command::RemotingCommand;
 use actormq_core::protocol::faq;
 use actormq_core::protocol::header::{SendHeaderRef, SendMessageResponseHeader};
+use actormq_core::store::commit_log::AppendOk;
 use actormq_core::store::status::{PutError, PutStatus};
 use actormq_core::store::validate::check_send_topic;
 
@@ -112,7 +113,8 @@ impl BrokerCore {
     /// `[TIMEOUT_CLEAN_QUEUE]` flow control: refuse while the writer's head-of-line wait is over
     /// `waitTimeMillsInSendQueue`, instead of queueing without bound.
     fn writer_busy(&self) -> Option<String> {
-        if !self.settings.load().fast_failure {
+        let settings = self.settings.load();
+        if !settings.fast_failure {
             return None;
         }
         let probe = self.store.writer().probe();
@@ -120,7 +122,6 @@ impl BrokerCore {
         // A writer stuck in one append (a slow file creation, a wait for a write buffer) takes no
         // message, so the last wait below stays that of the message before: RocketMQ's
         // isOSPageCacheBusy, the time the append under way has held the CommitLog.
-        let settings = self.settings.load();
         if let Some(busy) = probe
             .busy_for()
             .filter(|b| *b > settings.os_page_cache_busy)
@@ -145,7 +146,8 @@ impl BrokerCore {
     }
 
     pub(super) fn send(self: Rc<Self>, req: RemotingCommand, conn: &ConnInfo) -> Handled {
-        let arrived = Instant::now();
+        // The frame's handling start, read once by the connection for this request.
+        let arrived = crate::metered::handling_since();
         let h = header_or_reply!(SendHeaderRef, req);
         let props = SendProps::scan(h.properties);
         if let Some(refused) = self.send_refused(&req, &h, &props) {
@@ -419,8 +421,10 @@ impl BrokerCore {
     fn account_batch(&self, topic: &str, kind: MessageType, n: u64, bytes: u64, arrived: Instant) {
         Stats::add(&self.stats.put_msgs, n);
         self.rates.put(topic, n);
-        self.rates.put_latency(arrived.elapsed());
-        self.stats.store.record_put_time(arrived.elapsed());
+        let now = Instant::now();
+        let took = now.saturating_duration_since(arrived);
+        self.rates.put_latency(took);
+        self.stats.store.record_put_time_at(now, took);
         Stats::add(&self.stats.put_bytes, bytes);
         self.metrics.messages_in(topic, kind, n, bytes);
     }
@@ -436,7 +440,7 @@ impl BrokerCore {
         arrived: Instant,
     ) -> Handled {
         let h = draft.h;
-        let uniq = props.uniq.map(str::to_owned);
+        let template = SendOk::template(draft.queue_id, props.uniq);
         // A reply keeps the requester's properties exactly as sent, WAIT included and no
         // CLUSTER added (4.9.4 ReplyMessageProcessor sets the header's string as it is).
         let stored = if matches!(req.code, rq::SEND_REPLY_MESSAGE | rq::SEND_REPLY_MESSAGE_V2) {
@@ -446,18 +450,10 @@ impl BrokerCore {
         };
         let msg = draft.message(req.body.clone(), h.flag, stored);
         let rx = self.batcher.enqueue(msg, props.kind, arrived);
-        let (store_host, queue_id, to) = (self.store_host, draft.queue_id, ReplyTo::of(req));
+        let (store_host, to) = (self.store_host, ReplyTo::of(req));
         later(async move {
             match rx.await {
-                Ok(Ok(ok)) => to
-                    .response(ok.status.response_code(), None)
-                    .with_ext_fields(send_ok_fields(
-                        store_host,
-                        ok.phy_offset.0 as i64,
-                        queue_id,
-                        ok.queue_offset.0 as i64,
-                        uniq.as_deref(),
-                    )),
+                Ok(Ok(ok)) => template.reply(&to, &ok, store_host),
                 Ok(Err(e)) => to.response(e.status.response_code(), Some(e.remark)),
                 Err(_) => to.response(
                     PutStatus::ServiceNotAvailable.response_code(),
@@ -632,34 +628,55 @@ impl ReplyTo {
     }
 }
 
-/// A stored SEND's reply header (`SendMessageResponseHeader`, fields in its order) written in
-/// one buffer, without the intermediate strings of the typed header. Filled for SUCCESS and for
-/// FLUSH_DISK_TIMEOUT alike, as RocketMQ does for its "sendOK" codes.
-fn send_ok_fields(
-    store_host: SocketAddr,
-    phy_offset: i64,
-    queue_id: i32,
-    queue_offset: i64,
-    transaction_id: Option<&str>,
-) -> actormq_core::protocol::command::ExtFields {
-    let text = 96 + transaction_id.map_or(0, str::len);
-    let mut ext = actormq_core::protocol::command::ExtFields::with_capacity_and_text(6, text);
-    ext.push_wire_with("msgId", |t| {
-        let _ = actormq_core::format::msg_id::write_offset_msg_id(t, store_host, phy_offset);
-    });
-    ext.push_wire_with("queueId", |t| {
-        t.push_str(itoa::Buffer::new().format(queue_id))
-    });
-    ext.push_wire_with("queueOffset", |t| {
-        t.push_str(itoa::Buffer::new().format(queue_offset))
-    });
-    if let Some(id) = transaction_id {
-        ext.push_wire_with("transactionId", |t| t.push_str(id));
+/// A stored single-message SEND's reply header (`SendMessageResponseHeader`, fields in its
+/// order), written before the append where it does not depend on it — queueId, the client's
+/// UNIQ_KEY as transactionId, the constants — and finished with msgId and queueOffset once
+/// stored: no copy of the UNIQ_KEY is kept for the reply, and the header's text is one buffer.
+/// Filled for SUCCESS and for FLUSH_DISK_TIMEOUT alike, as RocketMQ does for its "sendOK" codes.
+struct SendOk(actormq_core::protocol::command::ExtFields);
+
+impl SendOk {
+    fn template(queue_id: i32, transaction_id: Option<&str>) -> SendOk {
+        let text = 96 + transaction_id.map_or(0, str::len);
+        let mut ext = actormq_core::protocol::command::ExtFields::with_capacity_and_text(6, text);
+        ext.push_wire_with("queueId", |t| {
+            t.push_str(itoa::Buffer::new().format(queue_id))
+        });
+        if let Some(id) = transaction_id {
+            ext.push_wire_with("transactionId", |t| t.push_str(id));
+        }
+        ext.push_wire_with("MSG_REGION", |t| t.push_str("DefaultRegion"));
+        ext.push_wire_with("TRACE_ON", |t| t.push_str("true"));
+        SendOk(ext)
     }
-    ext.push_wire_with("MSG_REGION", |t| t.push_str("DefaultRegion"));
-    ext.push_wire_with("TRACE_ON", |t| t.push_str("true"));
-    ext.finish_wire();
-    ext
+
+    /// The header's fields, msgId first and queueOffset third; the keys are distinct.
+    fn fields(
+        self,
+        store_host: SocketAddr,
+        phy_offset: i64,
+        queue_offset: i64,
+    ) -> actormq_core::protocol::command::ExtFields {
+        let mut ext = self.0;
+        ext.push_wire_at(0, "msgId", |t| {
+            let _ = actormq_core::format::msg_id::write_offset_msg_id(t, store_host, phy_offset);
+        });
+        ext.push_wire_at(2, "queueOffset", |t| {
+            t.push_str(itoa::Buffer::new().format(queue_offset))
+        });
+        ext
+    }
+
+    /// The reply: the append's code (SUCCESS, or stored-but-not-durable such as
+    /// FLUSH_DISK_TIMEOUT) and the finished header.
+    fn reply(self, to: &ReplyTo, ok: &AppendOk, store_host: SocketAddr) -> RemotingCommand {
+        to.response(ok.status.response_code(), None)
+            .with_ext_fields(self.fields(
+                store_host,
+                ok.phy_offset.0 as i64,
+                ok.queue_offset.0 as i64,
+            ))
+    }
 }
 
 #[cfg(test)]
@@ -792,7 +809,7 @@ mod tests {
         for tx in [None, Some("7F0000010001B4AAC26B1C7A1E0A0000")] {
             let mut typed = SendMessageResponseHeader::new(offset_msg_id(host, 123_456), 3, 42);
             typed.transaction_id = tx.map(str::to_owned);
-            let fast = send_ok_fields(host, 123_456, 3, 42, tx);
+            let fast = SendOk::template(3, tx).fields(host, 123_456, 42);
             let want: Vec<_> = typed
                 .to_ext_fields()
                 .iter()
@@ -804,6 +821,65 @@ mod tests {
                 .collect();
             assert_eq!(got, want);
         }
+    }
+
+    /// A SEND_OK frame, byte for byte as this broker wrote it before its header had a template
+    /// (the frame a Java client reads: JSON header, fields in SendMessageResponseHeader's order).
+    #[test]
+    fn a_send_ok_frame_keeps_its_bytes() {
+        use actormq_core::offset::{PhyOffset, QueueOffset};
+        let host: SocketAddr = "10.1.2.3:10911".parse().unwrap();
+        let frame = |status: PutStatus, opaque: i32, uniq: Option<&str>, q: (i32, u64, u64)| {
+            let to = ReplyTo {
+                opaque,
+                serialize_type: actormq_core::protocol::command::SerializeType::Json,
+            };
+            let ok = AppendOk {
+                phy_offset: PhyOffset(q.1),
+                wrote_bytes: 1199,
+                queue_offset: QueueOffset(q.2),
+                msg_num: 1,
+                store_timestamp: 1_700_000_000_000,
+                rolled_into: None,
+                status,
+            };
+            let mut out = bytes::BytesMut::new();
+            actormq_core::protocol::codec::encode_frame(
+                &SendOk::template(q.0, uniq).reply(&to, &ok, host),
+                &mut out,
+            );
+            out.to_vec()
+        };
+        // The length word, the type word (JSON: 0, then the header's length), the header.
+        let golden = |header: &str| {
+            let len = header.len() as u32;
+            let mut v = (len + 4).to_be_bytes().to_vec();
+            v.extend_from_slice(&len.to_be_bytes());
+            v.extend_from_slice(header.as_bytes());
+            v
+        };
+        let uniq = "7F0000010001B4AAC26B1C7A1E0A0000";
+        assert_eq!(
+            frame(PutStatus::PutOk, 42, Some(uniq), (3, 123_456, 7)),
+            golden(
+                r#"{"code":0,"language":"JAVA","version":401,"opaque":42,"flag":1,"remark":null,"extFields":{"msgId":"0A01020300002A9F000000000001E240","queueId":"3","queueOffset":"7","transactionId":"7F0000010001B4AAC26B1C7A1E0A0000","MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"serializeTypeCurrentRPC":"JSON"}"#
+            )
+        );
+        // FLUSH_DISK_TIMEOUT (10) is a stored SEND's code too; no UNIQ_KEY, no transactionId;
+        // the widest numbers. 287 bytes after the length word, 283 of them the header.
+        let widest = frame(
+            PutStatus::FlushDiskTimeout,
+            i32::MIN,
+            None,
+            (i32::MAX, u64::MAX >> 1, u64::MAX >> 1),
+        );
+        assert_eq!(widest.get(..8), Some(&[0, 0, 1, 31, 0, 0, 1, 27][..]));
+        assert_eq!(
+            widest,
+            golden(
+                r#"{"code":10,"language":"JAVA","version":401,"opaque":-2147483648,"flag":1,"remark":null,"extFields":{"msgId":"0A01020300002A9F7FFFFFFFFFFFFFFF","queueId":"2147483647","queueOffset":"9223372036854775807","MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"serializeTypeCurrentRPC":"JSON"}"#
+            )
+        );
     }
 
     #[test]

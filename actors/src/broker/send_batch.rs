@@ -8,6 +8,7 @@
 //! answered (or its receiver closed, when the broker stops first); the accounting (counters,
 //! TPS, put latency, `/metrics`) counts only what was stored.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,6 +43,8 @@ pub struct SendBatcher {
     stats: Arc<Stats>,
     rates: ThreadRates,
     metrics: Rc<RequestMeters>,
+    /// [`topic_runs`]' list, kept between batches so its strings are not made again.
+    runs: Cell<Vec<(String, usize)>>,
 }
 
 impl SendBatcher {
@@ -57,6 +60,7 @@ impl SendBatcher {
             stats,
             rates,
             metrics,
+            runs: Cell::default(),
         }
     }
 
@@ -98,21 +102,24 @@ impl SendBatcher {
             rest.push(((p.kind, p.arrived, p.msg.body.len() as u64), p.tx));
             msgs.push(p.msg);
         }
-        let runs = topic_runs(&msgs, &rest);
+        // The run list (and its topic strings) of an earlier batch, reused; a batch put while
+        // another is still waiting for the writer starts an empty one.
+        let mut runs = self.runs.take();
+        let n_runs = topic_runs(&msgs, &rest, &mut runs);
         let results = self.store.put_many(msgs).await;
-        let accounted: Vec<Accounted> = rest.iter().map(|r| r.0).collect();
-        self.account(&results, &accounted, &runs);
+        self.account(&results, &rest, runs.get(..n_runs).unwrap_or_default());
+        self.runs.set(runs);
         for (res, (_, tx)) in results.into_iter().zip(rest) {
             let _ = tx.send(res);
         }
     }
 
     /// Counters, TPS, put latency and `/metrics` of a stored batch, once per run of one topic
-    /// and kind.
-    fn account(
+    /// and kind; one clock read for the batch.
+    fn account<T>(
         &self,
         results: &[Result<AppendOk, PutError>],
-        meta: &[Accounted],
+        meta: &[(Accounted, T)],
         runs: &[(String, usize)],
     ) {
         let now = Instant::now();
@@ -126,55 +133,64 @@ impl SendBatcher {
                 Err(_) => failed += 1,
             }
         }
-        self.stats.store.record_put(stored, wrote);
+        self.stats.store.record_put_at(now, stored, wrote);
         self.stats.store.record_put_failed(failed);
-        let mut sizes = Vec::new();
         for (r, (topic, start)) in runs.iter().enumerate() {
             let end = runs.get(r + 1).map_or(results.len(), |n| n.1);
-            sizes.clear();
             let items = results.get(*start..end).unwrap_or_default();
             let run = meta.get(*start..end).unwrap_or_default();
-            for (res, m) in items.iter().zip(run) {
-                if res.is_ok() {
-                    sizes.push(m.2);
-                }
-            }
-            let Some(kind) = run.first().map(|m| m.0) else {
+            let Some(kind) = run.first().map(|m| m.0 .0) else {
                 continue;
             };
-            if sizes.is_empty() {
+            let sizes = items
+                .iter()
+                .zip(run)
+                .filter(|(res, _)| res.is_ok())
+                .map(|(_, m)| m.0 .2);
+            let (n, bytes) = sizes.clone().fold((0, 0), |(n, b), s| (n + 1, b + s));
+            if n == 0 {
                 continue;
             }
-            let (n, bytes) = (sizes.len() as u64, sizes.iter().sum::<u64>());
             Stats::add(&self.stats.put_msgs, n);
             Stats::add(&self.stats.put_bytes, bytes);
             self.rates.put(topic, n);
-            self.metrics.messages_in_sizes(topic, kind, &sizes);
+            self.metrics.messages_in_sizes(topic, kind, n, bytes, sizes);
         }
         let stored_at = || {
             results
                 .iter()
                 .zip(meta)
                 .filter(|(res, _)| res.is_ok())
-                .map(|(_, m)| now.saturating_duration_since(m.1))
+                .map(|(_, m)| now.saturating_duration_since(m.0 .1))
         };
         self.rates.put_latencies(stored_at());
-        for took in stored_at() {
-            self.stats.store.record_put_time_at(now, took);
-        }
+        self.stats.store.record_put_times_at(now, stored_at());
     }
 }
 
-/// Runs of one topic and kind, for accounting once per run: (topic, first index).
-fn topic_runs<T>(msgs: &[NewMessage], rest: &[(Accounted, T)]) -> Vec<(String, usize)> {
-    let mut runs: Vec<(String, usize)> = Vec::new();
+/// Runs of one topic and kind, for accounting once per run: (topic, first index), written over
+/// `runs` from its start (a kept entry's topic string is reused); returns how many there are.
+fn topic_runs<T>(
+    msgs: &[NewMessage],
+    rest: &[(Accounted, T)],
+    runs: &mut Vec<(String, usize)>,
+) -> usize {
+    let mut n = 0;
     for (i, m) in msgs.iter().enumerate() {
-        let same = i > 0
-            && runs.last().is_some_and(|(t, _)| *t == m.topic)
+        let same = n > 0
+            && runs.get(n - 1).is_some_and(|(t, _)| *t == m.topic)
             && rest.get(i - 1).map(|r| r.0 .0) == rest.get(i).map(|r| r.0 .0);
-        if !same {
-            runs.push((m.topic.clone(), i));
+        if same {
+            continue;
         }
+        match runs.get_mut(n) {
+            Some((topic, start)) => {
+                topic.clone_from(&m.topic);
+                *start = i;
+            }
+            None => runs.push((m.topic.clone(), i)),
+        }
+        n += 1;
     }
-    runs
+    n
 }

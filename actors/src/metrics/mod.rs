@@ -411,16 +411,24 @@ impl RequestMeters {
         });
     }
 
-    /// Messages of these body sizes were stored for `topic`: one observation each.
-    pub fn messages_in_sizes(&self, topic: &str, kind: MessageType, sizes: &[u64]) {
-        if sizes.is_empty() {
+    /// `n` messages of `bytes` body bytes in all, of these body `sizes`, were stored for
+    /// `topic`: one observation each (the caller has the sums, so the sizes are not collected).
+    pub fn messages_in_sizes(
+        &self,
+        topic: &str,
+        kind: MessageType,
+        n: u64,
+        bytes: u64,
+        sizes: impl Iterator<Item = u64>,
+    ) {
+        if n == 0 {
             return;
         }
         self.with_inbound(topic, kind, |c| {
-            c.messages.inc_by(sizes.len() as u64);
-            c.bytes.inc_by(sizes.iter().sum());
+            c.messages.inc_by(n);
+            c.bytes.inc_by(bytes);
             for s in sizes {
-                c.size.observe(*s as f64);
+                c.size.observe(s as f64);
             }
         });
     }
@@ -485,7 +493,11 @@ impl RequestMeters {
         oneway: bool,
         started: Instant,
     ) {
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        // A later reply is timed to the start of the handling that writes it (a clock read
+        // already taken); one answered within its request's own handling reads the clock.
+        let end = crate::metered::handling_since();
+        let end = if end > started { end } else { Instant::now() };
+        let ms = end.saturating_duration_since(started).as_secs_f64() * 1000.0;
         let key = RpcKey {
             request,
             response,
