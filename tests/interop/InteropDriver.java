@@ -24,6 +24,11 @@
 //                                      and its offsets reached the queues' ends; prints each
 //   wait-delivered topic= key=         polls (90 s) the topic until a message with that key is
 //                                      there; prints it
+//   start-fail group= topic=           a push consumer of the group that fails the message with
+//                                      key `<x>-0` straight into the DLQ (delay level -1) and
+//                                      `<x>-1` once, back after delay level 1 (1 s) through
+//                                      SCHEDULE_TOPIC_XXXX into the group's %RETRY% topic
+//   wait-fail                          until that consumer got `<x>-1` back, then stops it
 //
 // Only the 4.9.4 client jars are on the classpath, so every call is what a user's program sends.
 
@@ -120,6 +125,8 @@ public class InteropDriver {
             case "query": query(a); break;
             case "resume": resume(a); break;
             case "wait-delivered": waitDelivered(a); break;
+            case "start-fail": startFail(a); break;
+            case "wait-fail": waitFail(); break;
             default: throw new IllegalArgumentException("unknown step " + w[0]);
         }
     }
@@ -392,6 +399,43 @@ public class InteropDriver {
             if (have < max) return false;
         }
         return held > 0;
+    }
+
+    static DefaultMQPushConsumer failing;
+    static final ConcurrentLinkedQueue<MessageExt> retried = new ConcurrentLinkedQueue<>();
+
+    static void startFail(Map<String, String> a) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(a.get("group"));
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName("interop-fail");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setPollNameServerInterval(1000);
+        c.subscribe(a.get("topic"), "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                String key = m.getKeys().split(" ")[0];
+                if (m.getReconsumeTimes() > 0) {
+                    retried.add(m);
+                } else if (key.endsWith("-0")) {
+                    ctx.setDelayLevelWhenNextConsume(-1);
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                } else if (key.endsWith("-1")) {
+                    ctx.setDelayLevelWhenNextConsume(1);
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        failing = c;
+        OUT.println("started");
+    }
+
+    static void waitFail() throws Exception {
+        long deadline = System.currentTimeMillis() + 60000;
+        while (retried.isEmpty() && System.currentTimeMillis() < deadline) Thread.sleep(100);
+        failing.shutdown();
+        for (MessageExt m : retried) OUT.println("retried " + m.getKeys() + " reconsume=" + m.getReconsumeTimes());
     }
 
     static void waitDelivered(Map<String, String> a) throws Exception {

@@ -5,30 +5,37 @@
 //!
 //! What each scenario writes (`InteropDriver.java`, Apache's client): topics `IA` and `IB` of 4
 //! queues (sync sends, tags, keys, every 10th message a shared key as well, every 5th user
-//! properties), one batch of 10 into `IB` queue 2, the group `InteropGroup` committed at half of
-//! every `IA` queue, and just before the stop one message with delay level 3 (10 s) into
-//! `IDelay`, still pending at the switch. What it checks after the switch, through the same
-//! client against the other broker:
-//! * every message of `IA` and `IB` as the writer served it (`dump`: queue offset, offsetMsgId,
-//!   CommitLog offset, size, flags, times, hosts, body CRC and length, tags, keys, properties),
-//!   counted as present / missing / corrupt (any field differs) / extra: 0 missing, 0 corrupt;
+//! properties), one batch of 10 into `IB` queue 2, `IC`: 70 incompressible 1 MB messages (the
+//! CommitLog rolls into its second file), `IR`: 2 messages of which a consumer of `InteropFail`
+//! sends one to the group's DLQ and one back for a retry (delay level 1, redelivered into
+//! `%RETRY%InteropFail` before the stop), the group `InteropGroup` committed at half of every
+//! `IA` queue, and just before the stop one message with delay level 3 (10 s) into `IDelay`,
+//! still pending at the switch. What it checks after the switch, through the same client against
+//! the other broker:
+//! * every message of those topics (retry and DLQ included) as the writer served it (`dump`:
+//!   queue offset, offsetMsgId, CommitLog offset, size, flags, times, hosts, body CRC and length,
+//!   tags, keys, properties), counted as intact / missing / corrupt (any field differs) / extra:
+//!   0 missing, 0 corrupt, 0 extra;
 //! * the group's committed offsets, and a push consumer of the group gets exactly the second half;
 //! * queries by key find what they found on the writer;
 //! * the delayed message is delivered into `IDelay` when due, by the new broker;
 //! * `config/*.json` as the new broker left them beside the writer's: each difference is printed
-//!   (one line each) and tolerated, as long as the checks above pass.
+//!   (one line each), the reader's own changes apart from those tolerated; the reader's recovery
+//!   log line is printed too (ActorMQ's `store recovered`, Apache's `last shutdown`).
 //!
 //! Brokers: Apache's from the reference release (`../conformance/brokers.rs`: `Apache`), ActorMQ
 //! as its own `actormq broker` process with its embedded name server, both on 127.0.0.1 on free
 //! ports, with the same file sizes (`STORE_KEYS`: 64 MiB CommitLog files). A kill scenario runs
 //! both brokers in SYNC_FLUSH, so that what a SEND_OK acknowledged is on disk when the kill
-//! comes; and it waits until `config/consumerOffset.json` holds the committed offsets (both
-//! brokers persist offsets on a timer, not per commit). Every process is stopped by its PID when
-//! its handle drops, also when a test panics; the tests run one at a time (each runs two to
-//! three JVMs; on a 2-core machine two at once would make the delay level's timing a race).
+//! comes; and it waits until `config/consumerOffset.json` holds the committed offsets and
+//! `config/delayOffset.json` the retry's delivery (both brokers persist them on a timer, not per
+//! change: without the wait the next broker would, rightly, deliver the retry again). Every
+//! process is stopped by its PID when its handle drops, also when a test panics; the tests run
+//! one at a time (each runs two to three JVMs; on a 2-core machine two at once would make the
+//! delay level's timing a race).
 //!
 //! Needs Java 17 and the reference release, as the conformance suite. Alone:
-//! `cargo test -p actormq --test interop -- --nocapture`.
+//! `cargo test -p actormq --test interop -- --nocapture` (about 100 s).
 
 #[path = "../conformance/brokers.rs"]
 mod brokers;
@@ -49,6 +56,10 @@ use drivers::LineDriver;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const GROUP: &str = "InteropGroup";
+/// The group whose consumer sends one `IR` message to its DLQ and one back for a retry.
+const FAIL_GROUP: &str = "InteropFail";
+/// Every topic whose messages the reader must serve as the writer did.
+const TOPICS: &str = "IA,IB,IC,IR,%RETRY%InteropFail,%DLQ%InteropFail";
 /// `IC`: this many messages of `BIG_SIZE` bytes (incompressible), so the CommitLog rolls into
 /// its second 64 MiB file (a BLANK record ends the first) and both brokers read across the roll.
 const BIG_COUNT: usize = 70;
@@ -271,6 +282,10 @@ fn write_store(d: &mut Driver, kill: bool, store: &Path) -> Written {
     d.step("create-topic topic=IB queues=4");
     d.step("create-topic topic=IC queues=4");
     d.step("create-topic topic=IDelay queues=1");
+    d.step("create-topic topic=IR queues=1");
+    let out = d.step("write topic=IR n=2 prefix=ir");
+    assert_eq!(out.matches(" SEND_OK ").count(), 2, "{out}");
+    d.step(&format!("start-fail group={FAIL_GROUP} topic=IR"));
     for (topic, n, prefix, size) in [
         ("IA", 200, "ia", 0),
         ("IB", 120, "ib", 0),
@@ -283,19 +298,26 @@ fn write_store(d: &mut Driver, kill: bool, store: &Path) -> Written {
     }
     let out = d.step("batch topic=IB queue=2 n=10 prefix=ibb");
     assert!(out.contains(" SEND_OK "), "{out}");
+    let out = d.step("wait-fail");
+    assert_eq!(out, "retried ir-1 reconsume=1\n", "the retry came back");
     let out = d.step(&format!("commit-half group={GROUP} topic=IA"));
     assert_eq!(out.lines().count(), 4, "{out}");
     let committed = parse_offsets(&d.step(&format!("offsets group={GROUP} topic=IA")));
     assert_eq!(committed.values().sum::<u64>(), 100, "{committed:?}");
     if kill {
         wait_offsets_persisted(store, &committed);
+        // The retry's delivery out of SCHEDULE_TOPIC_XXXX: not yet persisted, the next broker
+        // would deliver it again (at least once, on either broker).
+        wait_persisted(store, "delayOffset.json", |j| {
+            j.get("offsetTable")?.get("1")?.as_u64().filter(|&o| o >= 1)
+        });
     }
-    let dump = d.step("dump topics=IA,IB,IC,IDelay");
+    let dump = d.step(&format!("dump topics={TOPICS},IDelay"));
     let messages = parse_dump(&dump);
     assert_eq!(
         messages.len(),
-        330 + BIG_COUNT,
-        "the writer serves 200 + 130 + {BIG_COUNT}:\n{dump}"
+        334 + BIG_COUNT,
+        "the writer serves 200 + 130 + {BIG_COUNT} + 2 + a retry + a DLQ message:\n{dump}"
     );
     let queries = QUERIES
         .iter()
@@ -320,27 +342,29 @@ fn write_store(d: &mut Driver, kill: bool, store: &Path) -> Written {
 
 /// Polls (60 s) until `config/consumerOffset.json` holds the group's committed `IA` offsets.
 fn wait_offsets_persisted(store: &Path, committed: &BTreeMap<u32, u64>) {
-    let path = store.join("config/consumerOffset.json");
+    wait_persisted(store, "consumerOffset.json", |j| {
+        let table = j.get("offsetTable")?.get(format!("IA@{GROUP}"))?;
+        let m: BTreeMap<u32, u64> = table
+            .as_object()?
+            .iter()
+            .filter_map(|(q, o)| Some((q.parse().ok()?, o.as_u64()?)))
+            .collect();
+        (&m == committed).then_some(m)
+    });
+}
+
+/// Polls (60 s) until `config/<file>` parses and `holds` finds what it wants in it.
+fn wait_persisted<T>(store: &Path, file: &str, holds: impl Fn(&serde_json::Value) -> Option<T>) {
+    let path = store.join("config").join(file);
     let start = Instant::now();
     loop {
-        let on_disk = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| parse_json(&t))
-            .and_then(|j| {
-                let table = j.get("offsetTable")?.get(format!("IA@{GROUP}"))?;
-                let m: BTreeMap<u32, u64> = table
-                    .as_object()?
-                    .iter()
-                    .filter_map(|(q, o)| Some((q.parse().ok()?, o.as_u64()?)))
-                    .collect();
-                Some(m)
-            });
-        if on_disk.as_ref() == Some(committed) {
+        let text = read(&path);
+        if parse_json(&text).as_ref().and_then(&holds).is_some() {
             return;
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "{} never held {committed:?} (last: {on_disk:?})",
+            "{} never held what the kill must find there; last:\n{text}",
             path.display()
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -357,7 +381,7 @@ fn parse_json(text: &str) -> Option<serde_json::Value> {
 
 /// The reader's phase: everything the writer served, the group, the queries, the delayed message.
 fn check_store(d: &mut Driver, w: &Written, reader: Side) {
-    let got = parse_dump(&d.step("dump topics=IA,IB,IC"));
+    let got = parse_dump(&d.step(&format!("dump topics={TOPICS}")));
     let (mut present, mut missing, mut corrupt) = (0, 0, 0);
     for (k, line) in &w.messages {
         match got.get(k) {
@@ -448,19 +472,15 @@ fn config_files(store: &Path) -> BTreeMap<String, serde_json::Value> {
     out
 }
 
-/// Every leaf that differs between two JSON values, as `path: a -> b` lines; an object on one
-/// side only is compared leaf by leaf with an empty one (unless it is empty itself).
+/// Every leaf that differs between two JSON values, as `path: a -> b` lines (an entry on one
+/// side only is one line).
 fn json_diff(
     path: &str,
     a: Option<&serde_json::Value>,
     b: Option<&serde_json::Value>,
 ) -> Vec<String> {
     use serde_json::Value;
-    let empty = Value::Object(serde_json::Map::new());
-    let nonempty = |v: &Value| v.as_object().is_some_and(|o| !o.is_empty());
     match (a, b) {
-        (None, Some(y)) if nonempty(y) => json_diff(path, Some(&empty), Some(y)),
-        (Some(x), None) if nonempty(x) => json_diff(path, Some(x), Some(&empty)),
         (Some(Value::Object(x)), Some(Value::Object(y))) => {
             let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
             keys.into_iter()
@@ -526,9 +546,17 @@ fn print_config_diffs(
     reader: Side,
 ) {
     let names: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    // A file one side did not write is compared with an empty one: its entries, one line each.
+    let empty = serde_json::Value::Object(serde_json::Map::new());
     let diffs: Vec<String> = names
         .into_iter()
-        .flat_map(|name| json_diff(&format!("config/{name}"), before.get(name), after.get(name)))
+        .flat_map(|name| {
+            json_diff(
+                &format!("config/{name}"),
+                Some(before.get(name).unwrap_or(&empty)),
+                Some(after.get(name).unwrap_or(&empty)),
+            )
+        })
         .collect();
     let (made, tolerated): (Vec<_>, Vec<_>) = diffs
         .iter()
