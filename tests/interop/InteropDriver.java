@@ -24,6 +24,8 @@
 //                                      and its offsets reached the queues' ends; prints each
 //   wait-delivered topic= key=         polls (90 s) the topic until a message with that key is
 //                                      there; prints it
+//   search topic= ts=                  each queue's offset for a store time (searchOffset:
+//                                      SEARCH_OFFSET_BY_TIMESTAMP)
 //   start-fail group= topic=           a push consumer of the group that fails the message with
 //                                      key `<x>-0` straight into the DLQ (delay level -1) and
 //                                      `<x>-1` once, back after delay level 1 (1 s) through
@@ -126,6 +128,7 @@ public class InteropDriver {
             case "resume": resume(a); break;
             case "wait-delivered": waitDelivered(a); break;
             case "start-fail": startFail(a); break;
+            case "search": search(a); break;
             case "wait-fail": waitFail(); break;
             default: throw new IllegalArgumentException("unknown step " + w[0]);
         }
@@ -399,6 +402,13 @@ public class InteropDriver {
             if (have < max) return false;
         }
         return held > 0;
+    }
+
+    static void search(Map<String, String> a) throws Exception {
+        long ts = Long.parseLong(a.get("ts"));
+        for (MessageQueue mq : readQueues(a.get("topic"))) {
+            OUT.println("search " + mq.getTopic() + " queue=" + mq.getQueueId() + " ts=" + ts + " offset=" + puller().searchOffset(mq, ts));
+        }
     }
 
     static DefaultMQPushConsumer failing;

@@ -17,7 +17,8 @@
 //!   tags, keys, properties), counted as intact / missing / corrupt (any field differs) / extra:
 //!   0 missing, 0 corrupt, 0 extra;
 //! * the group's committed offsets, and a push consumer of the group gets exactly the second half;
-//! * queries by key find what they found on the writer;
+//! * queries by key find what they found on the writer, searches by store time (each queue's
+//!   offset) answer what it answered;
 //! * the delayed message is delivered into `IDelay` when due, by the new broker;
 //! * `config/*.json` as the new broker left them beside the writer's: each difference is printed
 //!   (one line each), the reader's own changes apart from those tolerated; the reader's recovery
@@ -241,6 +242,8 @@ struct Written {
     committed: BTreeMap<u32, u64>,
     /// The output of each of [`QUERIES`].
     queries: Vec<String>,
+    /// `search` steps (queue offsets by store time) and what the writer answered.
+    searches: Vec<(String, String)>,
     /// The delayed message's msgId (its UNIQ_KEY).
     delayed_id: String,
 }
@@ -327,6 +330,13 @@ fn write_store(d: &mut Driver, kill: bool, store: &Path) -> Written {
             out
         })
         .collect();
+    let searches = time_searches(&messages)
+        .into_iter()
+        .map(|step| {
+            let out = d.step(&step);
+            (step, out)
+        })
+        .collect();
     let out = d.step(&format!(
         "delay topic=IDelay level={DELAY_LEVEL} key={DELAY_KEY}"
     ));
@@ -336,8 +346,23 @@ fn write_store(d: &mut Driver, kill: bool, store: &Path) -> Written {
         messages,
         committed,
         queries,
+        searches,
         delayed_id,
     }
+}
+
+/// Queue offsets by store time: of `IA` at the store time of its queue 0's message 10 (the
+/// first CommitLog file), of `IC` at that of its queue 1's message 16 (the second file).
+fn time_searches(messages: &BTreeMap<(String, u32, u64), String>) -> Vec<String> {
+    [("IA", 0, 10), ("IC", 1, 16)]
+        .iter()
+        .map(|(t, q, o)| {
+            let line = &messages[&(t.to_string(), *q, *o)];
+            let stored = field(line, "stored=").unwrap();
+            let ts = stored.split('@').next().unwrap();
+            format!("search topic={t} ts={ts}")
+        })
+        .collect()
 }
 
 /// Polls (60 s) until `config/consumerOffset.json` holds the group's committed `IA` offsets.
@@ -417,9 +442,15 @@ fn check_store(d: &mut Driver, w: &Written, reader: Side) {
         let out = d.step(&format!("query topic={t} key={k} expect={n}"));
         assert_eq!(&out, before, "query by key {k} on {t}");
     }
+    for (step, before) in &w.searches {
+        assert_eq!(&d.step(step), before, "`{step}`");
+        print!("{before}");
+    }
     println!(
-        "{reader:?}: {GROUP}'s offsets {offsets:?} and {} key queries as the writer answered",
-        QUERIES.len()
+        "{reader:?}: {GROUP}'s offsets {offsets:?}, {} key queries and {} searches by time as the \
+         writer answered",
+        QUERIES.len(),
+        w.searches.len()
     );
     let resumed = d.step(&format!("resume group={GROUP} topic=IA expect=100"));
     let got: BTreeSet<(u32, u64)> = resumed
