@@ -2,7 +2,11 @@
 //! 4.9.4 (a name server and a broker JVM from the reference release) and ActorMQ (the in-process
 //! test broker with its embedded name server). Both get the same store geometry, so offsets and
 //! file-size-dependent answers can be compared. Every process started here is stopped by its PID
-//! when its handle drops, also when a test panics.
+//! when its handle drops, also when a test panics. The interop suite (`tests/interop`) includes
+//! this file too: it starts Apache's broker on a store of its choosing ([`Apache::start_on`]) and
+//! stops it cleanly or with SIGKILL ([`Apache::stop_broker`]). Each of the two binaries uses a
+//! part of this file, hence the `dead_code` allowance.
+#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -66,9 +70,46 @@ impl Drop for Proc {
     }
 }
 
+/// How a broker process is stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM, then wait for the process to exit: Apache's shutdown hook (or ActorMQ's signal
+    /// handler) flushes, writes the checkpoint and removes the `abort` file.
+    Clean,
+    /// SIGKILL: nothing runs, the `abort` file stays.
+    Kill,
+}
+
+impl Proc {
+    /// Stops the process as `how` says and waits (at most `limit`) until it has exited.
+    pub fn stop(&mut self, how: Stop, limit: Duration) -> std::process::ExitStatus {
+        let pid = self.0.id() as i32;
+        let sig = match how {
+            Stop::Clean => libc::SIGTERM,
+            Stop::Kill => libc::SIGKILL,
+        };
+        // SAFETY: kill(2) on the PID of our own child, which is not reaped yet (only `wait`
+        // below and `Drop` reap it), so the PID cannot name another process.
+        let rc = unsafe { libc::kill(pid, sig) };
+        assert_eq!(rc, 0, "kill({pid}, {sig}) of the {}", self.1);
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().expect("wait for a child") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "the {} (PID {pid}) did not exit within {limit:?} of {how:?}",
+                self.1
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// A port that is free now, with `port - 2` (the broker's VIP channel) and `port + 1` (its HA
 /// port) free as well.
-fn free_broker_port() -> u16 {
+pub fn free_broker_port() -> u16 {
     for _ in 0..200 {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
         let p = l.local_addr().unwrap().port();
@@ -86,13 +127,13 @@ fn free_broker_port() -> u16 {
     panic!("no free port triple (p-2, p, p+1) found on 127.0.0.1");
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().unwrap().port()
 }
 
 /// Waits until `addr` accepts TCP connections or the child has exited.
-fn wait_listening(addr: &str, child: &mut Proc, log: &Path, limit: Duration) {
+pub fn wait_listening(addr: &str, child: &mut Proc, log: &Path, limit: Duration) {
     let start = Instant::now();
     while start.elapsed() < limit {
         if std::net::TcpStream::connect(addr).is_ok() {
@@ -115,15 +156,20 @@ fn wait_listening(addr: &str, child: &mut Proc, log: &Path, limit: Duration) {
 pub struct Apache {
     pub ends: Endpoints,
     // Dropped broker first, then the name server.
-    _broker: Proc,
+    broker: Proc,
     _namesrv: Proc,
 }
 
 impl Apache {
     pub fn start(reference: &Path, dir: &Path) -> Apache {
+        Apache::start_on(reference, dir, &dir.join("store"), &[])
+    }
+
+    /// Apache's name server and broker with their files under `dir`, the broker's store at
+    /// `store` (`storePathRootDir`), [`STORE_KEYS`] and then `extra` in its `broker.conf`.
+    pub fn start_on(reference: &Path, dir: &Path, store: &Path, extra: &[(&str, &str)]) -> Apache {
         let ns_port = free_port();
         let port = free_broker_port();
-        let store = dir.join("store");
         let home = dir.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let ns_conf = dir.join("namesrv.conf");
@@ -133,7 +179,7 @@ impl Apache {
              storePathRootDir={s}\nstorePathCommitLog={s}/commitlog\n",
             s = store.display()
         );
-        for (k, v) in STORE_KEYS {
+        for (k, v) in STORE_KEYS.iter().chain(extra) {
             conf.push_str(&format!("{k}={v}\n"));
         }
         let b_conf = dir.join("broker.conf");
@@ -188,9 +234,14 @@ impl Apache {
                 broker: addr,
                 store_root: store.display().to_string(),
             },
-            _broker: broker,
+            broker,
             _namesrv: namesrv,
         }
+    }
+
+    /// Stops the broker JVM (not the name server) as `how` says and waits until it has exited.
+    pub fn stop_broker(&mut self, how: Stop) -> std::process::ExitStatus {
+        self.broker.stop(how, Duration::from_secs(90))
     }
 }
 

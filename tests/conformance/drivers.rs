@@ -3,7 +3,10 @@
 //! observed lines and `@@END` out): the Java driver (`JavaDriver.java`: Apache's 4.9.4 client,
 //! its remoting client and mqadmin, in one JVM per broker) serves the `java`, `raw` and `admin`
 //! steps; the C++ driver (`cpp_driver.py`: Apache's C++ client through the `rocketmq` wheel, in
-//! the venv `setup-cpp.sh` makes) serves the `cpp` steps.
+//! the venv `setup-cpp.sh` makes) serves the `cpp` steps. The interop suite (`tests/interop`)
+//! includes this file for its own Java program ([`compile_java`], [`LineDriver::java_main`]) and
+//! uses only those parts, hence the `dead_code` allowance.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -20,12 +23,18 @@ const STEP_LIMIT: Duration = Duration::from_secs(120);
 /// Compiles `JavaDriver.java` against the reference's jars into `out`, once `setup-java.sh` has
 /// made sure the netty jars the reference runs with are installed.
 pub fn compile_java_driver(reference: &Path, out: &Path) -> PathBuf {
+    compile_java(reference, "tests/conformance/JavaDriver.java", out)
+}
+
+/// Compiles one Java program (`src`, relative to the repository) against the reference's jars
+/// into `out`, after `setup-java.sh`.
+pub fn compile_java(reference: &Path, src: &str, out: &Path) -> PathBuf {
     let setup = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/setup-java.sh");
     let status = Command::new(&setup)
         .status()
         .unwrap_or_else(|e| panic!("run {}: {e}", setup.display()));
     assert!(status.success(), "{} failed", setup.display());
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/JavaDriver.java");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(src);
     let jars = reference.join("rocketmq-4.9.4/lib/*");
     let status = Command::new("javac")
         .args(["-nowarn", "-d"])
@@ -75,9 +84,22 @@ impl LineDriver {
         home: &Path,
         log: &Path,
     ) -> LineDriver {
+        Self::java_main(reference, classes, "JavaDriver", ends, home, log)
+    }
+
+    /// A Java program of the same line protocol: `main` (a class in `classes`) run with the name
+    /// server's and the broker's address as its arguments.
+    pub fn java_main(
+        reference: &Path,
+        classes: &Path,
+        main: &str,
+        ends: &Endpoints,
+        home: &Path,
+        log: &Path,
+    ) -> LineDriver {
         std::fs::create_dir_all(home).unwrap();
         let mut cmd = Command::new(reference.join("run-java.sh"));
-        cmd.args(["JavaDriver", &ends.namesrv, &ends.broker])
+        cmd.args([main, &ends.namesrv, &ends.broker])
             .env("EXTRA_CP", classes)
             .env("JAVA_HEAP", "256m")
             .env("JAVA_HOME_DIR", home)
